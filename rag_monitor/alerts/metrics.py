@@ -1,0 +1,137 @@
+"""Every Prometheus metric the agent exports, in one place.
+
+Names follow Prometheus conventions (base units, ``_seconds``, ``_total``, ``_usd``); latency and
+cost are histograms so quantiles aggregate across replicas with ``histogram_quantile``. Label
+values come from bounded sets: free-form values (tenants, intents, releases) pass through a
+``LabelFolder`` that keeps the first N seen and folds the rest into ``other``.
+
+The alert rules in ``alerts/`` and the README's metrics reference are written against these
+names; ``tests/alerts`` checks that every metric a rule uses is defined here.
+
+Usage::
+
+    registry = CollectorRegistry()
+    metrics = AgentMetrics(registry)
+    metrics.queries.labels(release="r1", variant="production", intent="billing", tenant="acme").inc()
+"""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+OTHER = "other"
+UNKNOWN = "unknown"
+
+# Resolve p50/p95/p99 of typical RAG stage and query latencies (5 ms .. 60 s) to within ~25%.
+LATENCY_BUCKETS = (
+    0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75,
+    1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0,
+)
+COST_BUCKETS_USD = (
+    0.00001, 0.00003, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0,
+)
+SCORE_BUCKETS = tuple(i / 20 for i in range(1, 21))
+STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+METRIC_PREFIX = "rag_"
+
+
+class LabelFolder:
+    """Keeps the first ``limit`` distinct values of a label; later ones become ``other``.
+
+    >>> f = LabelFolder(2); [f("a"), f("b"), f("c"), f("a")]
+    ['a', 'b', 'other', 'a']
+    """
+
+    def __init__(self, limit: int, allowed: tuple[str, ...] | None = None):
+        self.limit = limit
+        self.allowed = frozenset(allowed) if allowed else None
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str | None) -> str:
+        if not value:
+            return UNKNOWN
+        if self.allowed is not None:
+            return value if value in self.allowed else OTHER
+        if value in self._seen:
+            return value
+        with self._lock:
+            if len(self._seen) < self.limit:
+                self._seen.add(value)
+                return value
+        return OTHER
+
+
+class AgentMetrics:
+    """The agent's metric families, registered on one registry (a fresh one per test)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        r = self.registry = registry if registry is not None else CollectorRegistry()
+        rv = ["release", "variant"]
+
+        # --- queries, latency, cost ---
+        self.queries = Counter("rag_queries_total", "Queries answered, by release, variant, intent and tenant.", [*rv, "intent", "tenant"], registry=r)
+        self.query_errors = Counter("rag_query_errors_total", "Queries whose root span ended with an error.", rv, registry=r)
+        self.refusals = Counter("rag_refusals_total", "Queries the app refused to answer.", rv, registry=r)
+        self.query_duration = Histogram("rag_query_duration_seconds", "End-to-end query latency (root span).", rv, buckets=LATENCY_BUCKETS, registry=r)
+        self.stage_duration = Histogram("rag_stage_duration_seconds", "Latency of one pipeline stage.", ["stage", *rv], buckets=LATENCY_BUCKETS, registry=r)
+        self.time_to_first_token = Histogram("rag_time_to_first_token_seconds", "Time from query start to the generator's first token.", rv, buckets=LATENCY_BUCKETS, registry=r)
+        self.query_cost = Histogram("rag_query_cost_usd", "Cost of one query in USD, from tokens and the price table.", rv, buckets=COST_BUCKETS_USD, registry=r)
+        self.cost = Counter("rag_cost_usd_total", "Total generation cost in USD.", [*rv, "model"], registry=r)
+        self.tokens = Counter("rag_tokens_total", "Tokens by kind (prompt, completion).", [*rv, "kind", "model"], registry=r)
+        self.unpriced = Counter("rag_unpriced_queries_total", "Queries whose model is missing from the price table.", ["model"], registry=r)
+        self.release_info = Gauge("rag_release_info", "1 for every release seen, with its service.", ["service", "release"], registry=r)
+        self.release_first_seen = Gauge("rag_release_first_seen_timestamp_seconds", "When the agents first saw each release (Unix time).", ["service", "release"], registry=r)
+
+        # --- user feedback ---
+        self.feedback = Counter("rag_feedback_total", "User feedback events by kind.", [*rv, "kind"], registry=r)
+        self.regenerations = Counter("rag_regenerations_total", "Regenerations: explicit events and inferred near-duplicate re-asks.", [*rv, "source"], registry=r)
+
+        # --- filters ---
+        self.filtered_queries = Counter("rag_filter_queries_total", "Queries that applied a filter, by filter kind.", [*rv, "filter_kind"], registry=r)
+        self.filter_exclusions = Counter(
+            "rag_filter_exclusions_total",
+            "Queries whose filter emptied the candidates (outcome=emptied) or removed documents from the unfiltered top-k (outcome=removed_topk).",
+            [*rv, "filter_kind", "outcome"], registry=r,
+        )
+        # The sample-based false-exclusion rate is computed from reviews in the store at scrape
+        # time (see ReviewStatsCollector): absent, never 0, when no reviewed query qualifies.
+
+        # --- faithfulness (scored sample) ---
+        self.faithfulness_score = Histogram("rag_faithfulness_score", "Faithfulness scores of sampled answers (1 = supported).", [*rv, "scorer"], buckets=SCORE_BUCKETS, registry=r)
+        self.faithfulness_weighted = Counter(
+            "rag_faithfulness_weighted_total",
+            "Scored answers weighted by inverse inclusion probability, by verdict (supported, unsupported, no_claims).",
+            [*rv, "scorer", "verdict"], registry=r,
+        )
+        self.faithfulness_scored = Counter("rag_faithfulness_scored_total", "Scored answers, unweighted (for minimum-sample guards).", [*rv, "scorer", "verdict"], registry=r)
+        self.scorer_info = Gauge("rag_scorer_info", "The faithfulness scorer in use (1); scorer=lexical-v1 means HHEM weights are not configured.", ["scorer", "version"], registry=r)
+
+        # --- sampling and review ---
+        self.sampled = Counter("rag_sampled_total", "Queries chosen for review, by stratum.", ["stratum"], registry=r)
+        self.review_pull_expired = Counter("rag_review_pull_expired_total", "Thumbs-down for queries no longer in the recent-records cache.", registry=r)
+
+        # --- drift ---
+        self.drift_statistic = Gauge("rag_drift_statistic", "Latest drift test statistic.", ["signal", "detector"], registry=r)
+        self.drift_p_value = Gauge("rag_drift_p_value", "Latest drift test p-value.", ["signal", "detector"], registry=r)
+        self.drift_detected = Gauge("rag_drift_detected", "1 when the latest drift test rejected 'no drift'.", ["signal", "detector"], registry=r)
+        self.drift_window_size = Gauge("rag_drift_window_size", "Items in the drift test's windows.", ["signal", "detector", "window"], registry=r)
+        self.drift_last_run = Gauge("rag_drift_last_run_timestamp_seconds", "When the latest drift test finished (Unix time).", ["signal", "detector"], registry=r)
+
+        # --- the agent's own health ---
+        self.spans_received = Counter("rag_agent_spans_received_total", "Spans accepted by the OTLP receiver.", registry=r)
+        self.spans_dropped = Counter("rag_agent_spans_dropped_total", "Spans dropped, by reason.", ["reason"], registry=r)
+        self.traces_dropped = Counter("rag_agent_traces_dropped_total", "Traces dropped before assembly finished, by reason.", ["reason"], registry=r)
+        self.ingest_errors = Counter("rag_agent_ingest_errors_total", "Rejected OTLP requests, by reason.", ["reason"], registry=r)
+        self.attributes_truncated = Counter("rag_agent_attributes_truncated_total", "Span attributes truncated to the size limit.", registry=r)
+        self.embeddings_rejected = Counter("rag_agent_embeddings_rejected_total", "Embedding vectors rejected (NaN, infinite, wrong dimension).", ["reason"], registry=r)
+        self.pii_redactions = Counter("rag_agent_pii_redactions_total", "PII occurrences redacted, by kind.", ["kind"], registry=r)
+        self.traces_pending = Gauge("rag_agent_traces_pending", "Traces waiting for their root span.", registry=r)
+        self.review_queue_depth = Gauge("rag_agent_review_queue_depth", "Review items by state.", ["state"], registry=r)
+        self.scorer_backlog = Gauge("rag_agent_scorer_backlog", "Sampled answers waiting to be scored.", registry=r)
+        self.store_latency = Histogram("rag_agent_store_latency_seconds", "Store operation latency.", ["op"], buckets=STORE_BUCKETS, registry=r)
+        self.store_errors = Counter("rag_agent_store_errors_total", "Store operations that failed (503 to exporters while it lasts).", ["op"], registry=r)
+        self.forwarded_spans = Counter("rag_agent_forwarded_spans_total", "Spans forwarded to Phoenix, by outcome (sent, failed, dropped).", ["outcome"], registry=r)

