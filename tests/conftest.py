@@ -12,7 +12,7 @@ import pytest
 
 from tests.services import free_port, require  # noqa: F401  (re-exported for tests)
 
-pytest_plugins = ["tests.services"]
+pytest_plugins = ["tests.services", "tests.agents"]
 
 
 def pytest_report_header(config):

@@ -1,0 +1,66 @@
+# syntax=docker/dockerfile:1
+# rag-monitor agent image: multi-stage, slim, non-root, CPU-only torch by default.
+#
+#   docker build -t rag-monitor .
+#   docker run -p 4318:4318 -p 8080:8080 rag-monitor
+#
+# GPU builds: --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 (and a CUDA
+# base image). The repository's tests lint this file with hadolint; no image is built there.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# ---- build: a virtual environment with the agent and its extras ----------------------------
+FROM ${PYTHON_IMAGE} AS build
+ARG TORCH_VERSION=2.13.0
+# The CPU wheel index: PyPI's default torch wheels pull several GB of CUDA libraries.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+# torch first and from its own index, so the extras below find it satisfied.
+RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+WORKDIR /src
+COPY pyproject.toml README.md LICENSE ./
+COPY rag_monitor ./rag_monitor
+# The project itself, not a registry package: DL3013 (pin versions) does not apply; its
+# dependencies carry their bounds in pyproject.toml.
+# hadolint ignore=DL3013
+RUN pip install --no-cache-dir ".[agent,embeddings,hhem,postgres]"
+
+# ---- runtime: the venv and the default config, nothing to compile with --------------------
+FROM ${PYTHON_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="rag-monitor" \
+      org.opencontainers.image.description="Monitoring agent for retrieval-augmented generation apps" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 10001 ragmon \
+    && useradd --system --uid 10001 --gid ragmon --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin ragmon \
+    && mkdir -p /var/lib/rag-monitor \
+    && chown ragmon:ragmon /var/lib/rag-monitor
+COPY --from=build /opt/venv /opt/venv
+# Operator-editable defaults; Helm mounts its ConfigMaps over these folders.
+COPY collectors /etc/rag-monitor/collectors
+COPY detectors /etc/rag-monitor/detectors
+COPY alerts /etc/rag-monitor/alerts
+# Hosts must be 0.0.0.0 in a container. Caches (Hugging Face, matplotlib) go to /tmp so the
+# root filesystem can stay read-only; no model hub at run time (weights come from the
+# installed packages or a mounted hhem_model_path).
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/tmp \
+    HF_HUB_OFFLINE=1 \
+    RAG_MONITOR_OTLP_HOST=0.0.0.0 \
+    RAG_MONITOR_HTTP_HOST=0.0.0.0 \
+    RAG_MONITOR_DATA_DIR=/var/lib/rag-monitor
+WORKDIR /etc/rag-monitor
+USER 10001:10001
+EXPOSE 4318 8080
+VOLUME ["/var/lib/rag-monitor"]
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
+ENTRYPOINT ["rag-monitor"]
+# Relative default paths (collectors/ingest.yaml, ...) resolve against WORKDIR.
+CMD ["agent"]

@@ -1,0 +1,151 @@
+"""The agent's HTTP surfaces: the OTLP/HTTP receiver and the metrics/health server.
+
+OTLP/HTTP per the specification: ``POST /v1/traces`` with ``application/x-protobuf`` or
+``application/json`` bodies (optionally gzip), answered in the request's encoding with an
+``ExportTraceServiceResponse`` (``partial_success`` when spans were rejected). Errors carry a
+``google.rpc.Status`` with a message: 400 malformed, 401 missing or wrong bearer token, 413 too
+large, 415 unsupported type, 503 + ``Retry-After`` when the store is unavailable or the agent
+is saturated (exporters retry those).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from rag_monitor.agent.pipeline import IngestPipeline
+from rag_monitor.collectors.otlp import BodyTooLarge, OTLPDecodeError, UnsupportedMediaType
+from rag_monitor.store import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+RETRY_AFTER_S = "5"
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _status_body(message: str, media_type: str) -> tuple[bytes, str]:
+    """A google.rpc.Status in the request's encoding (JSON when the encoding is unknown)."""
+    if media_type == PROTOBUF:
+        from google.rpc import status_pb2
+
+        return status_pb2.Status(message=message).SerializeToString(), PROTOBUF
+    import json
+
+    return json.dumps({"message": message}).encode(), JSON
+
+
+def _error(status: int, message: str, media_type: str, headers: dict[str, str] | None = None) -> Response:
+    body, content_type = _status_body(message, media_type)
+    return Response(body, status_code=status, media_type=content_type, headers=headers)
+
+
+def _success_body(rejected: int, error_message: str, media_type: str) -> tuple[bytes, str]:
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+    response = trace_service_pb2.ExportTraceServiceResponse()
+    if rejected or error_message:
+        response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = error_message
+    if media_type == PROTOBUF:
+        return response.SerializeToString(), PROTOBUF
+    from google.protobuf import json_format
+
+    return json_format.MessageToJson(response, indent=None).encode(), JSON
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refusing early when it is over ``limit`` bytes on the wire."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"request body of {declared} bytes is over the limit of {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def otlp_app(
+    pipeline: IngestPipeline,
+    *,
+    max_body_bytes: int,
+    bearer_token: str = "",
+    max_concurrent: int = 32,
+    ready: Callable[[], bool] = lambda: True,
+) -> Starlette:
+    """The OTLP/HTTP receiver."""
+    in_flight = asyncio.Semaphore(max_concurrent)
+    expected_auth = f"Bearer {bearer_token}".encode() if bearer_token else b""
+    metrics = pipeline.metrics
+
+    async def traces(request: Request) -> Response:
+        media_type = _media_type(request)
+        if expected_auth and not hmac.compare_digest(request.headers.get("authorization", "").encode(), expected_auth):
+            metrics.ingest_errors.labels("unauthorized").inc()
+            return _error(401, "missing or wrong bearer token", media_type, {"WWW-Authenticate": "Bearer"})
+        if in_flight.locked():
+            # Saturated: ask the exporter to back off rather than queueing without limit.
+            metrics.ingest_errors.labels("saturated").inc()
+            return _error(503, "agent saturated, retry later", media_type, {"Retry-After": RETRY_AFTER_S})
+        async with in_flight:
+            try:
+                body = await _read_body(request, max_body_bytes)
+                result = await run_in_threadpool(
+                    pipeline.ingest, body, media_type, request.headers.get("content-encoding")
+                )
+            except UnsupportedMediaType as exc:
+                metrics.ingest_errors.labels("unsupported_media_type").inc()
+                return _error(415, str(exc), media_type)
+            except BodyTooLarge as exc:
+                metrics.ingest_errors.labels("too_large").inc()
+                return _error(413, str(exc), media_type)
+            except OTLPDecodeError as exc:
+                metrics.ingest_errors.labels("malformed").inc()
+                return _error(400, str(exc), media_type)
+            except StoreUnavailable as exc:
+                metrics.ingest_errors.labels("store_unavailable").inc()
+                log.warning("store unavailable, answering 503: %s", exc)
+                return _error(503, f"store unavailable: {exc}", media_type, {"Retry-After": RETRY_AFTER_S})
+        body, content_type = _success_body(result.rejected_spans, result.error_message, media_type)
+        return Response(body, status_code=200, media_type=content_type)
+
+    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), *health_routes(ready)])
+
+
+def health_routes(ready: Callable[[], bool]) -> list[Route]:
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(_: Request) -> Response:
+        ok = await run_in_threadpool(ready)
+        return PlainTextResponse("ready" if ok else "not ready", status_code=200 if ok else 503)
+
+    return [Route("/healthz", healthz), Route("/readyz", readyz)]
+
+
+def metrics_routes(registry, before_scrape: Callable[[], None] = lambda: None) -> list[Route]:
+    async def metrics_endpoint(_: Request) -> Response:
+        await run_in_threadpool(before_scrape)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return [Route("/metrics", metrics_endpoint)]
+
+
+def json_error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)

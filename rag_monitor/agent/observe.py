@@ -1,0 +1,154 @@
+"""From assembled ``QueryRecord``s to Prometheus metrics.
+
+Everything here is on the ingest hot path: a few label lookups and increments per record.
+Free-form label values pass through ``LabelFolder``s so no tenant id or intent can blow up
+the series count.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+
+from rag_monitor import semconv
+from rag_monitor.alerts.metrics import OTHER, AgentMetrics, LabelFolder
+from rag_monitor.record import Feedback, QueryRecord
+
+_WORD = re.compile(r"\w+")
+
+
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(text))
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+class RegenerationDetector:
+    """Infers regenerations: the same session re-asks a near-duplicate query within a window.
+
+    Keeps the last query of at most ``max_sessions`` sessions (LRU), so memory is bounded.
+    """
+
+    def __init__(self, window_s: float, similarity: float, max_sessions: int = 50_000):
+        self.window_ns = int(window_s * 1e9)
+        self.similarity = similarity
+        self.max_sessions = max_sessions
+        self._last: OrderedDict[str, tuple[int, frozenset[str]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def is_regeneration(self, record: QueryRecord) -> bool:
+        if not record.session_id or not record.query:
+            return False
+        words = _tokens(record.query)
+        with self._lock:
+            previous = self._last.pop(record.session_id, None)
+            self._last[record.session_id] = (record.start_ns, words)
+            if len(self._last) > self.max_sessions:
+                self._last.popitem(last=False)
+        if previous is None:
+            return False
+        started, previous_words = previous
+        return 0 <= record.start_ns - started <= self.window_ns and jaccard(words, previous_words) >= self.similarity
+
+
+class QueryObserver:
+    """Updates the query metrics from one record; the ingest pipeline calls ``observe``."""
+
+    def __init__(
+        self,
+        metrics: AgentMetrics,
+        cost_of,
+        top_intents: int = 20,
+        top_tenants: int = 20,
+        top_releases: int = 10,
+        regeneration: RegenerationDetector | None = None,
+        clock=time.time,
+    ):
+        self.metrics = metrics
+        self.cost_of = cost_of
+        """``cost_of(model, prompt_tokens, completion_tokens) -> float | None`` (the price table)."""
+        self.intent = LabelFolder(top_intents)
+        self.tenant = LabelFolder(top_tenants)
+        self.release = LabelFolder(top_releases)
+        self.variant = LabelFolder(len(semconv.VARIANTS), allowed=semconv.VARIANTS)
+        self.stage = LabelFolder(len(semconv.STAGES), allowed=semconv.STAGES)
+        self.feedback_kind = LabelFolder(len(semconv.FEEDBACK_KINDS), allowed=semconv.FEEDBACK_KINDS)
+        self.filter_kind = LabelFolder(len(semconv.FILTER_KINDS), allowed=semconv.FILTER_KINDS)
+        self.model = LabelFolder(20)
+        self.regeneration = regeneration or RegenerationDetector(120.0, 0.8)
+        self.clock = clock
+        self._first_seen: dict[tuple[str, str], float] = {}
+
+    def labels_of(self, record: QueryRecord) -> tuple[str, str]:
+        return self.release(record.release), self.variant(record.variant)
+
+    def note_release(self, service: str, release: str, first_seen: float) -> None:
+        """Export a release's first-seen time (the store's, shared by every replica)."""
+        if not release or self.release(release) == OTHER:
+            return
+        key = (service or "unknown", release)
+        if self._first_seen.get(key) == first_seen:
+            return
+        self._first_seen[key] = first_seen
+        self.metrics.release_info.labels(*key).set(1)
+        self.metrics.release_first_seen.labels(*key).set(first_seen)
+
+    def known_release(self, service: str, release: str) -> bool:
+        return (service or "unknown", release) in self._first_seen
+
+    def observe(self, record: QueryRecord) -> float | None:
+        """Update every query metric from ``record``; returns its cost in USD when priced."""
+        m = self.metrics
+        release, variant = self.labels_of(record)
+        m.queries.labels(release, variant, self.intent(record.intent), self.tenant(record.tenant)).inc()
+        m.query_duration.labels(release, variant).observe(record.duration_s)
+        if record.error:
+            m.query_errors.labels(release, variant).inc()
+        if record.refused:
+            m.refusals.labels(release, variant).inc()
+        for stage in record.stages:
+            m.stage_duration.labels(self.stage(stage.name), release, variant).observe(stage.duration_s)
+        if record.time_to_first_token_s is not None:
+            m.time_to_first_token.labels(release, variant).observe(record.time_to_first_token_s)
+
+        cost = None
+        if record.llm_calls or record.total_tokens:
+            model = self.model(record.llm_model)
+            if record.prompt_tokens:
+                m.tokens.labels(release, variant, "prompt", model).inc(record.prompt_tokens)
+            if record.completion_tokens:
+                m.tokens.labels(release, variant, "completion", model).inc(record.completion_tokens)
+            cost = self.cost_of(record.llm_model, record.prompt_tokens, record.completion_tokens)
+            if cost is None:
+                m.unpriced.labels(model).inc()
+            else:
+                m.query_cost.labels(release, variant).observe(cost)
+                m.cost.labels(release, variant, model).inc(cost)
+
+        for applied in record.filters:
+            kind = self.filter_kind(applied.kind)
+            m.filtered_queries.labels(release, variant, kind).inc()
+            if applied.emptied:
+                m.filter_exclusions.labels(release, variant, kind, "emptied").inc()
+            if applied.excluded_ids:
+                m.filter_exclusions.labels(release, variant, kind, "removed_topk").inc()
+
+        if self.regeneration.is_regeneration(record):
+            m.regenerations.labels(release, variant, "inferred").inc()
+        for feedback in record.feedback:
+            self.observe_feedback(record, feedback)
+        return cost
+
+    def observe_feedback(self, record: QueryRecord | None, feedback: Feedback) -> None:
+        """Count a feedback event; ``record`` gives its labels when the query is known."""
+        release, variant = self.labels_of(record) if record else ("unknown", "unknown")
+        kind = self.feedback_kind(feedback.kind)
+        self.metrics.feedback.labels(release, variant, kind).inc()
+        if feedback.kind == semconv.FEEDBACK_REGENERATE:
+            self.metrics.regenerations.labels(release, variant, "explicit").inc()

@@ -1,0 +1,189 @@
+"""The ingest pipeline: one OTLP request in, records kept, metrics updated, spans forwarded.
+
+    decode -> redact spans -> assemble traces -> store (recent records, review queue, feedback)
+           -> metrics -> forward to Phoenix
+
+Order matters for "nothing acknowledged is lost": the store is written before metrics and
+forwarding, and when it fails the traces completed by this request are handed back to the
+assembler's pending state, so the exporter's retry (after our 503) assembles them again
+instead of being counted as late spans.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rag_monitor import semconv
+from rag_monitor.agent.observe import QueryObserver
+from rag_monitor.alerts.metrics import AgentMetrics
+from rag_monitor.collectors.assembly import TraceAssembler
+from rag_monitor.collectors.otlp import DecodeResult, decode_export_request
+from rag_monitor.collectors.redaction import Redactor
+from rag_monitor.record import Feedback, QueryRecord
+from rag_monitor.review.sampler import Sampler
+from rag_monitor.store import FeedbackEvent, Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IngestResult:
+    """What the receiver answers: accepted spans, and the OTLP partial-success fields."""
+
+    accepted_spans: int
+    rejected_spans: int = 0
+    error_message: str = ""
+    records: int = 0
+
+
+class IngestPipeline:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        metrics: AgentMetrics,
+        observer: QueryObserver,
+        assembler: TraceAssembler,
+        redactor: Redactor,
+        sampler: Sampler,
+        limits,
+        forward: Callable[[Sequence], None] | None = None,
+        on_sampled: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.store = store
+        self.metrics = metrics
+        self.observer = observer
+        self.assembler = assembler
+        self.redactor = redactor
+        self.sampler = sampler
+        self.limits = limits
+        self.forward = forward
+        self.on_sampled = on_sampled
+        self.clock = clock
+        # The assembler and the regeneration detector are stateful: one request at a time.
+        self._lock = threading.Lock()
+
+    # --- the request path -----------------------------------------------------------------
+
+    def ingest(self, body: bytes, content_type: str, content_encoding: str | None = None) -> IngestResult:
+        """Decode and process one OTLP export request; raises ``OTLPDecodeError`` or ``StoreUnavailable``."""
+        m = self.metrics
+        decoded = decode_export_request(body, content_type, content_encoding, limits=self.limits)
+        self._count_decode(decoded)
+        spans = decoded.spans
+        redactions: Counter[str] = Counter()
+        for span in spans:
+            redactions.update(self.redactor.redact_span(span))
+        for kind, n in redactions.items():
+            m.pii_redactions.labels(kind).inc(n)
+
+        with self._lock:
+            output = self.assembler.add(spans)
+            try:
+                self._process(output)
+            except StoreUnavailable:
+                self.assembler.reopen(output, resent=spans)
+                m.store_errors.labels("ingest").inc()
+                raise
+        m.spans_received.inc(len(spans))
+        m.traces_pending.set(self.assembler.pending_traces)
+        if self.forward is not None:
+            self.forward(spans)
+        return IngestResult(
+            accepted_spans=len(spans),
+            rejected_spans=decoded.rejected_spans,
+            error_message=decoded.error_message or "",
+            records=len(output.records),
+        )
+
+    def expire(self) -> None:
+        """Assemble or drop traces whose root never came (called periodically); counted by reason."""
+        with self._lock:
+            output = self.assembler.expire()
+            try:
+                self._process(output)
+            except StoreUnavailable:
+                self.assembler.reopen(output)
+                self.metrics.store_errors.labels("expire").inc()
+            self.metrics.traces_pending.set(self.assembler.pending_traces)
+
+    def _process(self, output) -> None:
+        """Persist, then count: metrics only move once the store has what they describe."""
+        late = self._persist(output.records, output.late_feedback)
+        self._count_assembly(output)
+        for record in output.records:
+            self.observer.observe(record)
+        for record, feedback in late:
+            self.observer.observe_feedback(record, feedback)
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def _persist(self, records: list[QueryRecord], late_feedback: list) -> list[tuple[QueryRecord | None, Feedback]]:
+        """Write what must survive a crash; returns late feedback with its query, for metrics."""
+        now = self.clock()
+        items = []
+        for record in records:
+            decision = self.sampler.decide(record)
+            if decision is not None:
+                items.append((record, decision))
+        feedback_rows = [FeedbackEvent.from_feedback(r.trace_id, f) for r in records for f in r.feedback]
+        feedback_rows += [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in late_feedback]
+        with self.metrics.store_latency.labels("ingest").time():
+            if records:
+                self.store.put_recent(records, now=now)
+                for service, release in {(r.service, r.release) for r in records if r.release}:
+                    if not self.observer.known_release(service, release):
+                        self.observer.note_release(service, release, self.store.note_release(service, release, now))
+            if feedback_rows:
+                self.store.add_feedback(feedback_rows)
+            late_with_records = []
+            for late in late_feedback:
+                record, item = self._late_feedback(late.trace_id, late.feedback)
+                late_with_records.append((record, late.feedback))
+                if item is not None:
+                    items.append(item)
+            for record, decision in items:
+                if self.store.enqueue(record, stratum=decision.stratum, inclusion_prob=decision.probability,
+                                      pair_trace_id=decision.pair_trace_id):
+                    self.metrics.sampled.labels(decision.stratum).inc()
+        if items and self.on_sampled:
+            self.on_sampled()
+        return late_with_records
+
+    def _late_feedback(self, trace_id: str, feedback: Feedback):
+        """The query of late feedback; a thumbs-down pulls it from the recent-records cache."""
+        record = self.store.get_recent(trace_id)
+        if feedback.kind != semconv.FEEDBACK_THUMBS_DOWN:
+            return record, None
+        if record is None:
+            self.metrics.review_pull_expired.inc()
+            return None, None
+        record.feedback.append(feedback)
+        decision = self.sampler.decide(record, thumbs_down=True)
+        return record, ((record, decision) if decision else None)
+
+    # --- counting ---------------------------------------------------------------------------
+
+    def _count_decode(self, decoded: DecodeResult) -> None:
+        m = self.metrics
+        if decoded.rejected_spans:
+            m.spans_dropped.labels("invalid").inc(decoded.rejected_spans)
+        if decoded.truncated_attributes:
+            m.attributes_truncated.inc(decoded.truncated_attributes)
+        if decoded.rejected_embeddings:
+            m.embeddings_rejected.labels("not_finite").inc(decoded.rejected_embeddings)
+
+    def _count_assembly(self, output) -> None:
+        m = self.metrics
+        for reason, n in output.dropped_spans.items():
+            m.spans_dropped.labels(reason).inc(n)
+        for reason, n in output.dropped_traces.items():
+            m.traces_dropped.labels(reason).inc(n)
+        if output.rejected_embeddings:
+            m.embeddings_rejected.labels("wrong_dimension").inc(output.rejected_embeddings)

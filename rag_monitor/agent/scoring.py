@@ -1,0 +1,110 @@
+"""Faithfulness scoring of the review sample, off the request path.
+
+A background tick takes sampled items that have no score from this scorer yet (the store's
+backlog, so a crash mid-batch is redone on restart, and the upsert keeps it from doubling),
+scores them in length-bucketed batches, stores the scores, updates the weighted metrics and
+annotates the query's root span in Phoenix. Every metric carries the scorer's name: HHEM and the
+lexical fallback never mix on a dashboard.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from rag_monitor.alerts.metrics import AgentMetrics
+from rag_monitor.detectors.faithfulness.worker import (
+    STATUS_NO_CLAIMS,
+    STATUS_REFUSED,
+    STATUS_SCORED,
+    FaithfulnessWorker,
+    Pair,
+)
+from rag_monitor.store import Score as StoredScore
+
+log = logging.getLogger(__name__)
+
+
+def verdict_of(score) -> str:
+    """supported / unsupported for scored answers; refusals and claim-less answers apart."""
+    if score.status == STATUS_SCORED:
+        return "unsupported" if score.unsupported else "supported"
+    if score.status == STATUS_REFUSED:
+        return "refused"
+    if score.status == STATUS_NO_CLAIMS:
+        return "no_claims"
+    return "error"
+
+
+class ScoringLoop:
+    def __init__(
+        self,
+        store,
+        worker: FaithfulnessWorker,
+        metrics: AgentMetrics,
+        labels_of: Callable,
+        annotate: Callable[[str, object], None] | None = None,
+        batch: int = 64,
+    ):
+        self.store = store
+        self.worker = worker
+        self.scorer = worker.scorer
+        self.metrics = metrics
+        self.labels_of = labels_of
+        """``labels_of(record) -> (release, variant)``, the same folding as the query metrics."""
+        self.annotate = annotate
+        self.batch = batch
+        metrics.scorer_info.labels(self.scorer.name, self.scorer.version).set(1)
+
+    def tick(self) -> int:
+        """Score one batch of the backlog; returns how many items were scored."""
+        items = self.store.unscored_items(self.scorer.name, limit=self.batch)
+        self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
+        if not items:
+            return 0
+        records = {item.trace_id: item.query_record for item in items}
+        pairs = [
+            Pair(key=item.trace_id, contexts=[d.content for d in records[item.trace_id].delivered],
+                 answer=records[item.trace_id].answer, refused=records[item.trace_id].refused, weight=item.weight)
+            for item in items
+        ]
+        scores = self.worker.score_pairs(pairs)
+        self.store.upsert_scores(
+            StoredScore(s.key, s.scorer, s.value, s.scorer_version, label=verdict_of(s)) for s in scores
+        )
+        m = self.metrics
+        for s in scores:
+            release, variant = self.labels_of(records[s.key])
+            verdict = verdict_of(s)
+            m.faithfulness_scored.labels(release, variant, s.scorer, verdict).inc()
+            m.faithfulness_weighted.labels(release, variant, s.scorer, verdict).inc(s.weight)
+            if s.value is not None:
+                m.faithfulness_score.labels(release, variant, s.scorer).observe(s.value)
+            if self.annotate is not None:
+                try:
+                    self.annotate(records[s.key].root_span_id, s)
+                except Exception as exc:  # noqa: BLE001 - Phoenix being down must not stop scoring
+                    m.forwarded_spans.labels("annotation_failed").inc()
+                    log.debug("could not annotate %s in Phoenix: %s", s.key, exc)
+        self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
+        return len(scores)
+
+
+def phoenix_annotator(base_url: str) -> Callable[[str, object], None]:
+    """Annotate a span in Phoenix with a faithfulness score (``faithfulness`` annotation)."""
+    from phoenix.client import Client
+
+    client = Client(base_url=base_url)
+
+    def annotate(span_id: str, score) -> None:
+        client.spans.add_span_annotation(
+            span_id=span_id,
+            annotation_name="faithfulness",
+            annotator_kind="LLM" if score.scorer.startswith("hhem") else "CODE",
+            label=verdict_of(score),
+            score=score.value,
+            metadata={"scorer": score.scorer, "scorer_version": score.scorer_version, "weight": score.weight},
+            sync=True,
+        )
+
+    return annotate

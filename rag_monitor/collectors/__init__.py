@@ -1,0 +1,47 @@
+"""The collectors plane: OTLP in, traces assembled into ``QueryRecord``s, PII out, cost on.
+
+    limits = IngestLimits.load("collectors/ingest.yaml")
+    result = decode_export_request(body, content_type, content_encoding, limits=limits)
+    redactor.redact_span(span) for each span                  # before storing or forwarding
+    out = assembler.add(result.spans)                         # records of finished queries
+    redactor.redact_record(record); prices.cost(record.llm_model, ...)
+
+No metrics library, web framework or database here: every function returns its counts and the
+agent turns them into metrics.
+"""
+
+from rag_monitor.collectors.assembly import AssemblyOutput, LateFeedback, TraceAssembler
+from rag_monitor.collectors.config import IngestLimits
+from rag_monitor.collectors.dialects import DialectSettings, build_record, detect_dialect
+from rag_monitor.collectors.otlp import (
+    BodyTooLarge,
+    DecodeResult,
+    OTLPDecodeError,
+    Span,
+    SpanEvent,
+    UnsupportedMediaType,
+    decode_export_request,
+    encode_export_request,
+)
+from rag_monitor.collectors.pricing import PriceTable
+from rag_monitor.collectors.redaction import Redactor
+
+__all__ = [
+    "AssemblyOutput",
+    "BodyTooLarge",
+    "DecodeResult",
+    "DialectSettings",
+    "IngestLimits",
+    "LateFeedback",
+    "OTLPDecodeError",
+    "PriceTable",
+    "Redactor",
+    "Span",
+    "SpanEvent",
+    "TraceAssembler",
+    "UnsupportedMediaType",
+    "build_record",
+    "decode_export_request",
+    "detect_dialect",
+    "encode_export_request",
+]

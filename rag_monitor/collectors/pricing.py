@@ -1,0 +1,105 @@
+"""Cost per query from token counts and an operator-maintained price table.
+
+    prices = PriceTable.load("collectors/prices.yaml")
+    prices.cost("gpt-4o-mini-2024-07-18", prompt_tokens=812, completion_tokens=64)   # USD, or None
+    prices.unknown_models        # Counter of model names with no price (cost None)
+
+Prices are USD per million tokens. A pattern is an exact name, a glob (``gpt-4o-mini*``), or
+a prefix (a pattern ending in ``*``); matching ignores case, and the most specific pattern
+(the longest) wins, so ``gpt-4o-mini*`` beats ``gpt-4o*`` whatever their order in the file.
+An unknown model costs ``None`` (never 0: a free-looking query would hide spend) unless the
+table sets ``unknown:`` prices, and is counted either way.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ModelPrice", "PriceTable"]
+
+_MAX_CACHED_MODELS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    pattern: str
+    input_per_million: float
+    output_per_million: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
+
+
+def _price(pattern: str, item: dict[str, Any], where: str) -> ModelPrice:
+    try:
+        prices = float(item["input"]), float(item.get("output", 0.0))
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{where}: price for {pattern!r} needs numeric 'input' (and 'output') USD per million tokens, got {item!r}") from None
+    if min(prices) < 0:
+        raise ValueError(f"{where}: negative price for {pattern!r}: {item!r}")
+    return ModelPrice(pattern.lower(), *prices)
+
+
+class PriceTable:
+    """Model name -> USD per million input/output tokens."""
+
+    def __init__(self, prices: list[ModelPrice], unknown: ModelPrice | None = None):
+        # Longest pattern first = most specific first.
+        self.prices = sorted(prices, key=lambda p: len(p.pattern.rstrip("*")), reverse=True)
+        self.unknown = unknown
+        self.unknown_models: Counter[str] = Counter()
+        self._cache: dict[str, ModelPrice | None] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any], where: str = "price table") -> PriceTable:
+        models = data.get("models") or {}
+        if not isinstance(models, dict):
+            raise ValueError(f"{where}: 'models' must map model patterns to prices, got {type(models).__name__}")
+        unknown = data.get("unknown")
+        return cls(
+            [_price(str(pattern), item, where) for pattern, item in models.items()],
+            _price("*", unknown, where) if unknown else None,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> PriceTable:
+        import yaml
+
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping with 'models:', got {type(data).__name__}")
+        return cls.from_mapping(data, str(path))
+
+    def lookup(self, model: str) -> ModelPrice | None:
+        """The price that applies to ``model``, or None when no pattern matches."""
+        key = model.strip().lower()
+        if key in self._cache:
+            return self._cache[key]
+        found = next((p for p in self.prices if p.pattern == key), None) or next(
+            (p for p in self.prices if fnmatch.fnmatchcase(key, p.pattern)), None
+        )
+        with self._lock:
+            if len(self._cache) < _MAX_CACHED_MODELS:  # model names are few; bound it anyway
+                self._cache[key] = found
+        return found
+
+    def cost(self, model: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """USD for one call (or one query's summed tokens); None for an unpriced model."""
+        price = self.lookup(model) if model else None
+        if price is None:
+            with self._lock:
+                name = model or ""
+                if name not in self.unknown_models and len(self.unknown_models) >= _MAX_CACHED_MODELS:
+                    name = "<other>"  # names come off the wire: keep the counter bounded
+                self.unknown_models[name] += 1
+            price = self.unknown
+            if price is None:
+                return None
+        return price.cost(prompt_tokens, completion_tokens)

@@ -1,0 +1,105 @@
+"""Which queries go to human review: deterministic on the trace id, stratified.
+
+Every replica reaches the same decision for a trace without talking to the others: the
+trace id hashes to a uniform number ``u`` in [0, 1), and a query of stratum *s* is sampled when
+``u < rate(s)``. A query belongs to the highest-rate stratum it qualifies for; its inclusion
+probability is that rate, and its weight in sample-based metrics is ``1 / probability`` so that
+oversampled complaints don't bias them.
+
+Usage::
+
+    sampler = Sampler(SamplingConfig(base_rate=0.01))
+    decision = sampler.decide(record)            # None, or SampleDecision(stratum, probability)
+    sampler.decide(record, thumbs_down=True)     # a complaint arrived later
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rag_monitor import semconv
+from rag_monitor.record import QueryRecord
+
+STRATUM_BASE = "base"
+STRATUM_THUMBS_DOWN = "thumbs_down"
+STRATUM_LOW_CONFIDENCE = "low_confidence"
+STRATUM_REFUSAL = "refusal"
+STRATUM_SHADOW_PAIR = "shadow_pair"
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Rates per stratum (``detectors/sampling.yaml``)."""
+
+    base_rate: float = 0.01
+    thumbs_down_rate: float = 1.0
+    low_confidence_rate: float = 0.2
+    low_confidence_below: float = 0.5
+    refusal_rate: float = 0.1
+    shadow_pair_rate: float = 0.05
+    salt: str = "rag-monitor"
+    """Change it to draw an independent sample (e.g. for a second review programme)."""
+
+    def __post_init__(self) -> None:
+        for name in ("base_rate", "thumbs_down_rate", "low_confidence_rate", "refusal_rate", "shadow_pair_rate"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"sampling {name} must be within [0, 1], got {value!r}")
+
+    @classmethod
+    def load(cls, path: str | Path) -> SamplingConfig:
+        import yaml
+
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown sampling settings {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class SampleDecision:
+    stratum: str
+    probability: float
+    pair_trace_id: str | None = field(default=None)
+
+    @property
+    def weight(self) -> float:
+        return 1.0 / self.probability
+
+
+class Sampler:
+    def __init__(self, config: SamplingConfig | None = None):
+        self.config = config or SamplingConfig()
+        self._salt = self.config.salt.encode()
+
+    def uniform(self, trace_id: str) -> float:
+        """The trace's uniform draw in [0, 1): the same on every replica."""
+        digest = hashlib.blake2b(trace_id.encode(), digest_size=8, key=self._salt[:64]).digest()
+        return int.from_bytes(digest, "big") / 2**64
+
+    def stratum(self, record: QueryRecord, thumbs_down: bool = False) -> tuple[str, float]:
+        """The highest-rate stratum the record qualifies for, and its rate."""
+        c = self.config
+        candidates = [(STRATUM_BASE, c.base_rate)]
+        if thumbs_down or any(f.kind == semconv.FEEDBACK_THUMBS_DOWN for f in record.feedback):
+            candidates.append((STRATUM_THUMBS_DOWN, c.thumbs_down_rate))
+        if record.confidence is not None and record.confidence < c.low_confidence_below:
+            candidates.append((STRATUM_LOW_CONFIDENCE, c.low_confidence_rate))
+        if record.refused:
+            candidates.append((STRATUM_REFUSAL, c.refusal_rate))
+        if record.shadow_of:
+            candidates.append((STRATUM_SHADOW_PAIR, c.shadow_pair_rate))
+        return max(candidates, key=lambda sr: sr[1])
+
+    def decide(self, record: QueryRecord, thumbs_down: bool = False) -> SampleDecision | None:
+        stratum, rate = self.stratum(record, thumbs_down)
+        # A shadow query draws on the production trace it shadows, so both halves of a pair
+        # are sampled together.
+        draw_id = record.shadow_of if stratum == STRATUM_SHADOW_PAIR and record.shadow_of else record.trace_id
+        if rate <= 0.0 or self.uniform(draw_id) >= rate:
+            return None
+        return SampleDecision(stratum, rate, pair_trace_id=record.shadow_of)

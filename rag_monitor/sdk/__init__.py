@@ -1,0 +1,27 @@
+"""The SDK an app imports: one trace per query, one span per pipeline stage.
+
+Depends on ``opentelemetry-api``/``-sdk`` (and the OTLP/HTTP exporter, loaded only when
+used) and ``rag_monitor.semconv`` only. See ``rag_monitor.sdk.monitor`` for a usage example.
+"""
+
+from rag_monitor.sdk.config import CaptureConfig, ExportConfig
+from rag_monitor.sdk.ids import format_trace_id, parse_trace_id, root_span_id
+from rag_monitor.sdk.monitor import Monitor, init
+from rag_monitor.sdk.processor import BoundedBatchSpanProcessor, ExportStats, SynchronousSpanProcessor
+from rag_monitor.sdk.query import Query, Stage, current_query
+
+__all__ = [
+    "BoundedBatchSpanProcessor",
+    "CaptureConfig",
+    "ExportConfig",
+    "ExportStats",
+    "Monitor",
+    "Query",
+    "Stage",
+    "SynchronousSpanProcessor",
+    "current_query",
+    "format_trace_id",
+    "init",
+    "parse_trace_id",
+    "root_span_id",
+]

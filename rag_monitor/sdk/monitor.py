@@ -1,0 +1,279 @@
+"""``init`` and ``Monitor``: the SDK's entry point.
+
+The monitor owns a private ``TracerProvider`` (the app's global one, if any, is never
+touched), whose id generator derives each root span's id from its trace id so that
+feedback sent later, from anywhere, lands under the query's root span::
+
+    monitor = rag_monitor.init(service_name="support-bot", release="2026.11.30")
+    with monitor.query("How do I cancel?", session_id="s1") as q:
+        ...
+    monitor.feedback(q.trace_id, "thumbs_down", reason="wrong")
+    monitor.shutdown()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
+
+from rag_monitor import semconv
+from rag_monitor.sdk._logging import log, rate_limit_export_thread_logs
+from rag_monitor.sdk.config import RAG_MONITOR_DISABLED, REDACTED, CaptureConfig, ExportConfig, env_flag
+from rag_monitor.sdk.ids import RootDerivedIdGenerator, format_trace_id, parse_trace_id, root_span_id
+from rag_monitor.sdk.noop import INVALID_TRACE_ID, NOOP_QUERY, NoopQuery
+from rag_monitor.sdk.processor import (
+    BoundedBatchSpanProcessor,
+    ExportStats,
+    SynchronousSpanProcessor,
+    _CountingProcessor,
+)
+from rag_monitor.sdk.query import Query, current_query
+
+_INSTRUMENTATION_NAME = "rag_monitor"
+_ROOT_CONTEXT = Context()  # an empty context: every query starts a trace of its own
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+# One retrieval of 100 documents is ~400 attributes: OTel's default limit (128) would cut it.
+_MAX_SPAN_ATTRIBUTES = 4096
+
+
+class Monitor:
+    """Records RAG queries as OpenTelemetry traces and sends them to the rag-monitor agent.
+
+    Create one per process with ``rag_monitor.init(...)``; it is safe to share across threads
+    and asyncio tasks. With ``enabled=False`` (or ``RAG_MONITOR_DISABLED=1``) every call is a
+    cheap no-op.
+    """
+
+    def __init__(
+        self,
+        service_name: str,
+        *,
+        endpoint: str | None = None,
+        release: str = "",
+        span_exporter: SpanExporter | None = None,
+        batch: bool = True,
+        enabled: bool | None = None,
+        capture: CaptureConfig | None = None,
+        token: str | None = None,
+        export_timeout_s: float | None = None,
+        max_queue_size: int | None = None,
+        max_export_batch_size: int | None = None,
+        schedule_delay_s: float | None = None,
+        resource_attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not service_name or not isinstance(service_name, str):
+            raise ValueError(f"service_name={service_name!r}: a non-empty string is required")
+        self.service_name = service_name
+        self.release = str(release or "")
+        self.enabled = (not env_flag(RAG_MONITOR_DISABLED)) if enabled is None else bool(enabled)
+        self._provider: TracerProvider | None = None
+        self._processor: _CountingProcessor | None = None
+        self._tracer: Any = None
+        self.capture = capture
+        self.export_config: ExportConfig | None = None
+        if not self.enabled:
+            return
+        # Configuration errors are the developer's: raise them here, at start-up.
+        self.capture = capture if capture is not None else CaptureConfig()
+        self.export_config = ExportConfig(
+            endpoint=endpoint,
+            token=token,
+            export_timeout_s=export_timeout_s,
+            max_queue_size=max_queue_size,
+            max_export_batch_size=max_export_batch_size,
+            schedule_delay_s=schedule_delay_s,
+        )
+        exporter = span_exporter if span_exporter is not None else self._otlp_exporter()
+        if batch:
+            cfg = self.export_config
+            self._processor = BoundedBatchSpanProcessor(
+                exporter,
+                max_queue_size=cfg.max_queue_size,
+                max_export_batch_size=cfg.max_export_batch_size,
+                schedule_delay_s=cfg.schedule_delay_s or 1.0,
+            )
+        else:
+            self._processor = SynchronousSpanProcessor(exporter)
+        attributes = dict(resource_attributes or {})
+        attributes[semconv.SERVICE_NAME] = service_name
+        if self.release:
+            attributes[semconv.SERVICE_VERSION] = self.release
+        self._provider = TracerProvider(
+            sampler=ALWAYS_ON,  # the agent samples; the app's OTEL_TRACES_SAMPLER is not ours
+            resource=Resource.create(attributes),
+            id_generator=RootDerivedIdGenerator(),
+            span_limits=SpanLimits(max_span_attributes=_MAX_SPAN_ATTRIBUTES, max_attribute_length=None),
+        )
+        self._provider.add_span_processor(self._processor)
+        self._tracer = self._provider.get_tracer(_INSTRUMENTATION_NAME)
+
+    def _otlp_exporter(self) -> SpanExporter:
+        # Imported here: tests with an in-memory exporter never load requests and protobuf.
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        # With the agent down it would log every batch: keep our thread's share quiet.
+        rate_limit_export_thread_logs(OTLPSpanExporter.__module__)
+        rate_limit_export_thread_logs("opentelemetry.exporter.otlp.common.http")
+        cfg = self.export_config
+        return OTLPSpanExporter(endpoint=cfg.traces_url, headers=cfg.headers, timeout=cfg.export_timeout_s)
+
+    # --- recording ------------------------------------------------------------------------
+
+    def query(
+        self,
+        text: Any,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        tenant: str | None = None,
+        variant: str = semconv.VARIANT_PRODUCTION,
+        intent: str | None = None,
+        route: str | None = None,
+        shadow_of: str | int | None = None,
+    ) -> Query | NoopQuery:
+        """Start a query (the root span of a new trace); use it as a ``with`` block.
+
+        ``variant`` is ``production``, ``shadow`` or ``candidate``; a shadow query names the
+        production query it shadows with ``shadow_of`` (a trace id).
+        """
+        if variant not in semconv.VARIANTS:
+            raise ValueError(f"variant={variant!r}: expected one of {semconv.VARIANTS}")
+        if shadow_of is not None:
+            shadow_of = format_trace_id(parse_trace_id(shadow_of))
+        tracer = self._tracer
+        if tracer is None:
+            return NOOP_QUERY
+        try:
+            capture = self.capture
+            attrs: dict[str, Any] = {
+                semconv.OPENINFERENCE_SPAN_KIND: semconv.SPAN_KIND_CHAIN,
+                semconv.RAG_VARIANT: variant,
+            }
+            truncated = None
+            if text is not None:
+                if capture.hide_inputs:
+                    attrs[semconv.INPUT_VALUE] = REDACTED
+                else:
+                    text = text if isinstance(text, str) else str(text)
+                    limit = capture.max_string_length
+                    if limit and len(text) > limit:
+                        text = text[:limit]
+                        truncated = [semconv.INPUT_VALUE]
+                    attrs[semconv.INPUT_VALUE] = text
+            if self.release:
+                attrs[semconv.RAG_RELEASE] = self.release
+            if session_id is not None:
+                attrs[semconv.SESSION_ID] = str(session_id)
+            if user_id is not None:
+                attrs[semconv.USER_ID] = str(user_id)
+            if tenant is not None:
+                attrs[semconv.RAG_TENANT] = str(tenant)
+            if intent is not None:
+                attrs[semconv.RAG_INTENT] = str(intent)
+            if route is not None:
+                attrs[semconv.RAG_ROUTE] = str(route)
+            if shadow_of is not None:
+                attrs[semconv.RAG_SHADOW_OF] = shadow_of
+            if truncated:
+                attrs[semconv.RAG_TRUNCATED] = tuple(truncated)
+            # A query runs inside the app's own request span (if any): link to it, don't join it.
+            app_span = trace.get_current_span().get_span_context()
+            links = (Link(app_span),) if app_span.is_valid else ()
+            span = tracer.start_span(semconv.RAG_QUERY_SPAN_NAME, context=_ROOT_CONTEXT, attributes=attrs, links=links)
+            return Query(tracer, span, capture, truncated)
+        except Exception:  # noqa: BLE001
+            log.internal_error("query")
+            return NOOP_QUERY
+
+    def feedback(
+        self,
+        trace_id: str | int | Query | NoopQuery,
+        kind: str,
+        *,
+        reason: str | None = None,
+        value: float | int | str | bool | None = None,
+    ) -> None:
+        """Record a user signal about a query, from any process that knows its trace id.
+
+        ``kind`` is one of ``semconv.FEEDBACK_KINDS`` (else ValueError); ``trace_id`` is 32
+        hex digits, an int or the query handle. The no-op query's id is ignored.
+        """
+        if kind not in semconv.FEEDBACK_KINDS:
+            raise ValueError(f"feedback kind={kind!r}: expected one of {semconv.FEEDBACK_KINDS}")
+        if isinstance(trace_id, (Query, NoopQuery)):
+            trace_id = trace_id.trace_id
+        if trace_id == INVALID_TRACE_ID or trace_id == 0:
+            return  # a query the SDK did not record (disabled, or our own failure)
+        tid = parse_trace_id(trace_id)
+        tracer = self._tracer
+        if tracer is None:
+            return
+        try:
+            parent = SpanContext(tid, root_span_id(tid), is_remote=True, trace_flags=_SAMPLED)
+            attrs: dict[str, Any] = {semconv.RAG_FEEDBACK_KIND: kind}
+            if reason is not None:
+                reason = str(reason)
+                limit = self.capture.max_string_length
+                attrs[semconv.RAG_FEEDBACK_REASON] = reason[:limit] if limit else reason
+            if value is not None:
+                attrs[semconv.RAG_FEEDBACK_VALUE] = value if isinstance(value, (bool, int, float, str)) else str(value)
+            context = trace.set_span_in_context(NonRecordingSpan(parent), _ROOT_CONTEXT)
+            tracer.start_span(semconv.RAG_FEEDBACK_SPAN_NAME, context=context, attributes=attrs).end()
+        except Exception:  # noqa: BLE001
+            log.internal_error("feedback")
+
+    @staticmethod
+    def current_query() -> Query | NoopQuery:
+        """The query whose ``with`` block is running in this thread or task (no-op if none)."""
+        return current_query()
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def tracer_provider(self) -> TracerProvider | None:
+        """The SDK's private provider (None when disabled); never the global one."""
+        return self._provider
+
+    def stats(self) -> ExportStats:
+        """Spans exported, dropped (queue full or after shutdown), failed (export failed), queued."""
+        return self._processor.stats() if self._processor is not None else ExportStats()
+
+    def force_flush(self, timeout_s: float = 5.0) -> bool:
+        """Export everything queued now; False when it did not finish in time or an export failed."""
+        if self._provider is None:
+            return True
+        try:
+            return self._provider.force_flush(int(timeout_s * 1000))
+        except Exception:  # noqa: BLE001
+            log.internal_error("force_flush")
+            return False
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Flush and stop; later calls record nothing (their spans count as dropped)."""
+        if self._provider is None:
+            return
+        try:
+            self._processor.shutdown(int(timeout_s * 1000))  # type: ignore[union-attr]
+            self._provider.shutdown()
+        except Exception:  # noqa: BLE001
+            log.internal_error("shutdown")
+
+
+def init(service_name: str, **kwargs: Any) -> Monitor:
+    """Create the process's monitor: ``rag_monitor.init(service_name="support-bot", release="1.2")``.
+
+    Keyword arguments are ``Monitor``'s: ``endpoint`` (else ``RAG_MONITOR_ENDPOINT``, else
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``, else ``http://127.0.0.1:4318``), ``release``,
+    ``span_exporter`` (replaces OTLP, e.g. an in-memory exporter in tests), ``batch``
+    (False: export each span as it ends), ``enabled``, ``capture`` (a ``CaptureConfig``),
+    ``token``, ``export_timeout_s``, ``max_queue_size``.
+    """
+    return Monitor(service_name, **kwargs)

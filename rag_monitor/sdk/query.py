@@ -1,0 +1,538 @@
+"""Query and stage handles: one span per query, one child span per pipeline stage.
+
+A handle starts its span when it is created. Used in a ``with`` (or ``async with``) block it
+times the block; used bare (``q.filter(...)``, ``q.embed(...)``) it records a zero-length
+span that ends with the query::
+
+    with monitor.query("How do I cancel?", session_id="s1") as q:
+        q.filter(kind="relevance", predicate="locale = 'en-US'", candidates_in=40, candidates_out=12)
+        with q.retrieve() as r:
+            r.documents([{"id": "doc-1", "content": "...", "score": 0.82}])
+        with q.generate(model="gpt-x") as g:
+            g.tokens(prompt=812, completion=64)
+        q.answer("Cancel under Settings > Billing.", citations=["doc-1"])
+
+Every stage is parented on its query's root span explicitly, never on whatever context is
+current, so concurrent queries (threads, asyncio tasks) cannot leak into each other.
+Our own failures are logged and swallowed; the app's exceptions are recorded on the span
+and re-raised unchanged.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from rag_monitor import semconv
+from rag_monitor.sdk._logging import log
+from rag_monitor.sdk.config import REDACTED, CaptureConfig
+from rag_monitor.sdk.ids import format_trace_id
+from rag_monitor.sdk.noop import NOOP_QUERY, NOOP_STAGE, NoopQuery, NoopStage, check_filter_kind
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import Tracer
+
+RAG_ANSWER_REFUSAL_REASON = "rag.answer.refusal_reason"
+"""Why the pipeline refused (not in ``semconv`` yet)."""
+
+_KIND = semconv.OPENINFERENCE_SPAN_KIND
+_STAGE = semconv.RAG_STAGE
+_CHAIN = semconv.SPAN_KIND_CHAIN
+
+_current_query: contextvars.ContextVar[Query | NoopQuery] = contextvars.ContextVar(
+    "rag_monitor_current_query", default=NOOP_QUERY
+)
+
+
+def current_query() -> Query | NoopQuery:
+    """The query whose ``with`` block is running in this thread or task, else a no-op query."""
+    return _current_query.get()
+
+
+def _record_error(span: Any, exc: BaseException) -> None:
+    if isinstance(exc, Exception):
+        span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+
+
+class _DocumentKeys:
+    """Flattened attribute keys per document index, built once (f-strings cost on the hot path)."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._keys: list[tuple[str, str, str, str]] = []
+
+    def __getitem__(self, i: int) -> tuple[str, str, str, str]:
+        keys = self._keys
+        while len(keys) <= i:
+            p = f"{self._prefix}.{len(keys)}."
+            keys.append(
+                (
+                    p + semconv.DOCUMENT_ID,
+                    p + semconv.DOCUMENT_CONTENT,
+                    p + semconv.DOCUMENT_SCORE,
+                    p + semconv.DOCUMENT_METADATA,
+                )
+            )
+        return keys[i]
+
+
+_RETRIEVED_KEYS = _DocumentKeys(semconv.RETRIEVAL_DOCUMENTS)
+_RERANK_IN_KEYS = _DocumentKeys(semconv.RERANKER_INPUT_DOCUMENTS)
+_RERANK_OUT_KEYS = _DocumentKeys(semconv.RERANKER_OUTPUT_DOCUMENTS)
+
+
+def _document_fields(doc: Any) -> tuple[Any, Any, Any, Any]:
+    """(id, content, score, metadata) of a dict, a plain string or an object with attributes."""
+    if isinstance(doc, dict):
+        content = doc.get("content")
+        if content is None:
+            content = doc.get("page_content", doc.get("text"))
+        return doc.get("id"), content, doc.get("score"), doc.get("metadata")
+    if isinstance(doc, str):
+        return None, doc, None, None
+    content = getattr(doc, "content", None)
+    if content is None:
+        content = getattr(doc, "page_content", getattr(doc, "text", None))
+    if content is None and getattr(doc, "id", None) is None:
+        raise TypeError(f"not a document: {type(doc).__name__}")
+    return getattr(doc, "id", None), content, getattr(doc, "score", None), getattr(doc, "metadata", None)
+
+
+class _SpanHandle:
+    """Shared by the query and its stages: content capture, truncation, errors, ending."""
+
+    __slots__ = ("_span", "_capture", "_truncated", "_entered", "_ended")
+
+    def __init__(self, span: Any, capture: CaptureConfig) -> None:
+        self._span = span
+        self._capture = capture
+        self._truncated: list[str] | None = None
+        self._entered = False
+        self._ended = False
+
+    @property
+    def is_recording(self) -> bool:
+        """False when the span is not sampled: skip building expensive attributes."""
+        return self._span.is_recording()
+
+    def _clip(self, key: str, value: Any) -> str:
+        text = value if isinstance(value, str) else str(value)
+        limit = self._capture.max_string_length
+        if limit and len(text) > limit:
+            if self._truncated is None:
+                self._truncated = []
+            self._truncated.append(key)
+            return text[:limit]
+        return text
+
+    def _text(self, attrs: dict[str, Any], key: str, value: Any, hidden: bool) -> None:
+        if value is not None:
+            attrs[key] = REDACTED if hidden else self._clip(key, value)
+
+    def _set(self, attrs: dict[str, Any]) -> None:
+        if self._truncated:
+            attrs[semconv.RAG_TRUNCATED] = tuple(self._truncated)
+        self._span.set_attributes(attrs)
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Set any attribute on this span (strings are truncated like the rest)."""
+        try:
+            attrs = {key: self._clip(key, value) if isinstance(value, str) else value}
+            self._set(attrs)
+        except Exception:  # noqa: BLE001
+            log.internal_error("set_attribute")
+
+    def input(self, value: Any) -> None:
+        """The stage's input (e.g. the query a rewrite stage received): ``input.value``."""
+        try:
+            attrs: dict[str, Any] = {}
+            self._text(attrs, semconv.INPUT_VALUE, value, self._capture.hide_inputs)
+            self._set(attrs)
+        except Exception:  # noqa: BLE001
+            log.internal_error("input")
+
+    def output(self, value: Any) -> None:
+        """The stage's output (e.g. the rewritten query): ``output.value``."""
+        try:
+            attrs: dict[str, Any] = {}
+            self._text(attrs, semconv.OUTPUT_VALUE, value, self._capture.hide_outputs)
+            self._set(attrs)
+        except Exception:  # noqa: BLE001
+            log.internal_error("output")
+
+    def end(self) -> None:
+        """End the span now (a ``with`` block does it on exit)."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            self._span.end()
+        except Exception:  # noqa: BLE001
+            log.internal_error("end")
+
+    def _end_unentered(self) -> None:
+        """A bare (never entered) stage is an instant: it ends when it started."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            self._span.end(end_time=getattr(self._span, "start_time", None))
+        except Exception:  # noqa: BLE001
+            log.internal_error("end")
+
+    def _exit(self, exc: BaseException | None) -> None:
+        try:
+            if exc is not None:
+                _record_error(self._span, exc)
+        except Exception:  # noqa: BLE001 - never replace the app's exception with ours
+            log.internal_error("record error")
+        self.end()
+
+
+class Stage(_SpanHandle):
+    """One pipeline stage's span; a context manager (sync and async) or a bare instant."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Stage:
+        self._entered = True
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        self._exit(exc)
+        return False
+
+    async def __aenter__(self) -> Stage:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        self._exit(exc)
+        return False
+
+
+class FilterStage(Stage):
+    """A filter: ``result()`` records its outcome when it is known only after filtering."""
+
+    __slots__ = ()
+
+    def result(self, candidates_out: int | None = None, excluded_ids: Iterable[Any] | None = None) -> None:
+        try:
+            attrs: dict[str, Any] = {}
+            if candidates_out is not None:
+                attrs[semconv.RAG_FILTER_CANDIDATES_OUT] = int(candidates_out)
+            if excluded_ids is not None:
+                attrs[semconv.RAG_FILTER_EXCLUDED_IDS] = tuple(str(i) for i in excluded_ids)
+            self._set(attrs)
+        except Exception:  # noqa: BLE001
+            log.internal_error("filter.result")
+
+
+class _DocumentStage(Stage):
+    __slots__ = ()
+
+    def _documents(self, keys: _DocumentKeys, docs: Iterable[Any]) -> None:
+        if not self._span.is_recording():
+            return
+        try:
+            hide = self._capture.hide_document_content
+            attrs: dict[str, Any] = {}
+            i = 0
+            for doc in docs:
+                try:
+                    if type(doc) is dict and "content" in doc:  # the common shape, without a call
+                        doc_id, content, score, metadata = doc.get("id"), doc["content"], doc.get("score"), doc.get("metadata")
+                    else:
+                        doc_id, content, score, metadata = _document_fields(doc)
+                    if score is not None:
+                        score = float(score)
+                    if metadata is not None and not isinstance(metadata, str):
+                        metadata = json.dumps(metadata, default=str, ensure_ascii=False)
+                except Exception as err:  # noqa: BLE001 - junk from the app: skip that one document
+                    log.warning("bad-document", "rag_monitor: skipped a document it cannot read: %r", err)
+                    continue
+                id_key, content_key, score_key, metadata_key = keys[i]
+                i += 1
+                if doc_id is not None:
+                    attrs[id_key] = str(doc_id)
+                if content is not None:
+                    attrs[content_key] = REDACTED if hide else self._clip(content_key, content)
+                if score is not None:
+                    attrs[score_key] = score
+                if metadata is not None:
+                    attrs[metadata_key] = self._clip(metadata_key, metadata)
+            self._set(attrs)
+        except Exception:  # noqa: BLE001
+            log.internal_error("documents")
+
+
+class RetrieveStage(_DocumentStage):
+    """A retrieval (RETRIEVER span): ``documents()`` records what came back, best first."""
+
+    __slots__ = ()
+
+    def documents(self, docs: Iterable[Any]) -> None:
+        """Dicts ``{"id", "content", "score", "metadata"}``, strings, or objects with those attributes."""
+        self._documents(_RETRIEVED_KEYS, docs)
+
+
+class RerankStage(_DocumentStage):
+    """A rerank (RERANKER span): ``documents()`` is its output, ``input_documents()`` its input."""
+
+    __slots__ = ()
+
+    def documents(self, docs: Iterable[Any]) -> None:
+        self._documents(_RERANK_OUT_KEYS, docs)
+
+    def input_documents(self, docs: Iterable[Any]) -> None:
+        self._documents(_RERANK_IN_KEYS, docs)
+
+
+class GenerateStage(Stage):
+    """The LLM call (LLM span): token counts and time to first token."""
+
+    __slots__ = ("_t0",)
+
+    def __init__(self, span: Any, capture: CaptureConfig) -> None:
+        super().__init__(span, capture)
+        self._t0 = time.perf_counter()
+
+    def tokens(self, prompt: int | None = None, completion: int | None = None) -> None:
+        try:
+            attrs: dict[str, Any] = {}
+            if prompt is not None:
+                attrs[semconv.LLM_TOKEN_COUNT_PROMPT] = attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = int(prompt)
+            if completion is not None:
+                attrs[semconv.LLM_TOKEN_COUNT_COMPLETION] = attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = int(completion)
+            if prompt is not None and completion is not None:
+                attrs[semconv.LLM_TOKEN_COUNT_TOTAL] = int(prompt) + int(completion)
+            self._set(attrs)
+        except Exception:  # noqa: BLE001
+            log.internal_error("tokens")
+
+    def first_token(self) -> None:
+        """Call when the first token arrives: records seconds since the stage started."""
+        try:
+            self._span.set_attribute(semconv.RAG_TIME_TO_FIRST_TOKEN, time.perf_counter() - self._t0)
+        except Exception:  # noqa: BLE001
+            log.internal_error("first_token")
+
+
+class Query(_SpanHandle):
+    """One RAG query: the root span of its own trace. Create with ``Monitor.query``."""
+
+    __slots__ = ("_tracer", "_parent", "_stages", "_token")
+
+    def __init__(self, tracer: Tracer, span: Any, capture: CaptureConfig, truncated: list[str] | None) -> None:
+        super().__init__(span, capture)
+        self._truncated = truncated
+        self._tracer = tracer
+        # Stages are parented on this context explicitly: never on the (shared) current one.
+        self._parent = trace.set_span_in_context(span)
+        self._stages: list[Stage] = []
+        self._token: contextvars.Token | None = None
+
+    @property
+    def trace_id(self) -> str:
+        """32 hex digits: hand it to ``Monitor.feedback`` later (another request or process)."""
+        return format_trace_id(self._span.get_span_context().trace_id)
+
+    @property
+    def span_id(self) -> str:
+        return f"{self._span.get_span_context().span_id:016x}"
+
+    def __enter__(self) -> Query:
+        self._entered = True
+        try:
+            self._token = _current_query.set(self)
+        except Exception:  # noqa: BLE001
+            log.internal_error("query enter")
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if self._token is not None:
+            try:
+                _current_query.reset(self._token)
+            except ValueError:  # exited in another context than entered (a handed-over task)
+                pass
+            self._token = None
+        self._exit(exc)
+        return False
+
+    async def __aenter__(self) -> Query:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        return self.__exit__(exc_type, exc, tb)
+
+    def end(self) -> None:
+        """End the query: bare stages end as instants, open ones now, then the root span."""
+        if self._ended:
+            return
+        try:
+            for stage in self._stages:
+                if not stage._ended:
+                    if stage._entered:
+                        stage.end()
+                    else:
+                        stage._end_unentered()
+            self._stages.clear()
+        except Exception:  # noqa: BLE001
+            log.internal_error("query end")
+        super().end()
+
+    # --- stages ---------------------------------------------------------------------------
+
+    def _start(self, cls: type[Stage], name: str, attrs: dict[str, Any]) -> Stage | NoopStage:
+        try:
+            stage = cls(self._tracer.start_span(name, context=self._parent, attributes=attrs), self._capture)
+            if self._ended:
+                # The query is over: nothing will end this stage later.
+                stage._end_unentered()
+            else:
+                self._stages.append(stage)
+            return stage
+        except Exception:  # noqa: BLE001
+            log.internal_error(f"stage {name}")
+            return NOOP_STAGE
+
+    def stage(self, name: str, kind: str = _CHAIN) -> Stage | NoopStage:
+        """Any named stage (``"rewrite"``, or the app's own), as a CHAIN span unless ``kind`` says."""
+        return self._start(Stage, name, {_KIND: kind, _STAGE: name})
+
+    def filter(
+        self,
+        kind: str,
+        predicate: str | None = None,
+        candidates_in: int | None = None,
+        candidates_out: int | None = None,
+        excluded_ids: Sequence[Any] | None = None,
+    ) -> FilterStage | NoopStage:
+        """A filter as applied: ``kind`` is ``"entitlement"`` or ``"relevance"`` (else ValueError)."""
+        check_filter_kind(kind)
+        try:
+            attrs: dict[str, Any] = {_KIND: _CHAIN, _STAGE: semconv.STAGE_FILTER, semconv.RAG_FILTER_KIND: kind}
+            if predicate is not None:
+                attrs[semconv.RAG_FILTER_PREDICATE] = self._clip(semconv.RAG_FILTER_PREDICATE, predicate)
+            if candidates_in is not None:
+                attrs[semconv.RAG_FILTER_CANDIDATES_IN] = int(candidates_in)
+            if candidates_out is not None:
+                attrs[semconv.RAG_FILTER_CANDIDATES_OUT] = int(candidates_out)
+            if excluded_ids is not None:
+                attrs[semconv.RAG_FILTER_EXCLUDED_IDS] = tuple(str(i) for i in excluded_ids)
+        except Exception:  # noqa: BLE001 - e.g. candidates_in="many": keep the span, drop the junk
+            log.internal_error("filter arguments")
+            attrs = {_KIND: _CHAIN, _STAGE: semconv.STAGE_FILTER, semconv.RAG_FILTER_KIND: kind}
+        return self._start(FilterStage, semconv.STAGE_FILTER, attrs)
+
+    def retrieve(self) -> RetrieveStage | NoopStage:
+        """A retrieval (RETRIEVER span); call ``documents()`` on it."""
+        return self._start(
+            RetrieveStage,
+            semconv.STAGE_RETRIEVE,
+            {_KIND: semconv.SPAN_KIND_RETRIEVER, _STAGE: semconv.STAGE_RETRIEVE},
+        )
+
+    def rerank(self, model: str | None = None, top_k: int | None = None) -> RerankStage | NoopStage:
+        """A rerank (RERANKER span); call ``documents()`` with its output."""
+        attrs: dict[str, Any] = {_KIND: semconv.SPAN_KIND_RERANKER, _STAGE: semconv.STAGE_RERANK}
+        if model is not None:
+            attrs[semconv.RERANKER_MODEL_NAME] = str(model)
+        if top_k is not None:
+            try:
+                attrs[semconv.RERANKER_TOP_K] = int(top_k)
+            except (TypeError, ValueError):
+                log.warning("bad-top-k", "rag_monitor: ignored top_k=%r (not an int)", top_k)
+        return self._start(RerankStage, semconv.STAGE_RERANK, attrs)
+
+    def embed(
+        self,
+        model: str | None = None,
+        vectors: Iterable[Iterable[float]] | None = None,
+        texts: Iterable[Any] | None = None,
+    ) -> Stage | NoopStage:
+        """Embeddings (EMBEDDING span), e.g. the query's vector, so the agent can watch drift."""
+        attrs: dict[str, Any] = {_KIND: semconv.SPAN_KIND_EMBEDDING, _STAGE: semconv.STAGE_EMBED}
+        if model is not None:
+            attrs[semconv.EMBEDDING_MODEL_NAME] = str(model)
+        stage = self._start(Stage, semconv.STAGE_EMBED, attrs)
+        if (vectors is None and texts is None) or not stage.is_recording:
+            return stage
+        try:
+            capture = self._capture
+            more: dict[str, Any] = {}
+            prefix = semconv.EMBEDDING_EMBEDDINGS
+            if vectors is not None and not capture.hide_embedding_vectors:
+                for i, vector in enumerate(vectors):
+                    more[f"{prefix}.{i}.{semconv.EMBEDDING_VECTOR}"] = tuple(map(float, vector))
+            if texts is not None:
+                for i, text in enumerate(texts):
+                    key = f"{prefix}.{i}.{semconv.EMBEDDING_TEXT}"
+                    more[key] = REDACTED if capture.hide_embedding_text else stage._clip(key, text)
+            stage._set(more)
+        except Exception:  # noqa: BLE001 - e.g. a vector with a non-number in it
+            log.internal_error("embed vectors")
+        return stage
+
+    def context(self, document_ids: Iterable[Any] | None = None, tokens: int | None = None) -> Stage | NoopStage:
+        """The context delivered to the generator: document ids in prompt order."""
+        attrs: dict[str, Any] = {_KIND: _CHAIN, _STAGE: semconv.STAGE_CONTEXT}
+        try:
+            if document_ids is not None:
+                attrs[semconv.RAG_CONTEXT_DOCUMENT_IDS] = tuple(str(i) for i in document_ids)
+            if tokens is not None:
+                attrs[semconv.RAG_CONTEXT_TOKENS] = int(tokens)
+        except Exception:  # noqa: BLE001
+            log.internal_error("context arguments")
+        return self._start(Stage, semconv.STAGE_CONTEXT, attrs)
+
+    def generate(self, model: str | None = None, provider: str | None = None) -> GenerateStage | NoopStage:
+        """The LLM call (LLM span); call ``tokens()`` and, when streaming, ``first_token()``."""
+        attrs: dict[str, Any] = {
+            _KIND: semconv.SPAN_KIND_LLM,
+            _STAGE: semconv.STAGE_GENERATE,
+            semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OPERATION_CHAT,
+        }
+        if model is not None:
+            attrs[semconv.LLM_MODEL_NAME] = attrs[semconv.GEN_AI_REQUEST_MODEL] = str(model)
+        if provider is not None:
+            attrs[semconv.LLM_PROVIDER] = attrs[semconv.GEN_AI_PROVIDER_NAME] = str(provider)
+        return self._start(GenerateStage, semconv.STAGE_GENERATE, attrs)
+
+    # --- outcome --------------------------------------------------------------------------
+
+    def answer(
+        self,
+        text: Any,
+        citations: Iterable[Any] | None = None,
+        confidence: float | None = None,
+        refused: bool = False,
+    ) -> None:
+        """The answer the user got, the document ids it cites and the pipeline's confidence."""
+        try:
+            attrs: dict[str, Any] = {semconv.RAG_ANSWER_REFUSED: bool(refused)}
+            self._text(attrs, semconv.OUTPUT_VALUE, text, self._capture.hide_outputs)
+            if citations is not None:
+                attrs[semconv.RAG_CITATIONS] = tuple(str(c) for c in citations)
+            if confidence is not None:
+                attrs[semconv.RAG_ANSWER_CONFIDENCE] = float(confidence)
+            self._set(attrs)
+        except Exception:  # noqa: BLE001
+            log.internal_error("answer")
+
+    def refuse(self, reason: str | None = None, answer: Any = None) -> None:
+        """The pipeline declined to answer (``answer`` is the message the user saw, if any)."""
+        try:
+            attrs: dict[str, Any] = {semconv.RAG_ANSWER_REFUSED: True}
+            self._text(attrs, semconv.OUTPUT_VALUE, answer, self._capture.hide_outputs)
+            if reason is not None:
+                attrs[RAG_ANSWER_REFUSAL_REASON] = self._clip(RAG_ANSWER_REFUSAL_REASON, reason)
+            self._set(attrs)
+        except Exception:  # noqa: BLE001
+            log.internal_error("refuse")

@@ -1,0 +1,32 @@
+"""Persistence: recent records, the review queue, scores, drift reservoirs and runs, locks.
+
+SQLite (WAL) by default, PostgreSQL by URL; the schema ships as Alembic migrations inside
+the package::
+
+    from rag_monitor.store import open_store, default_sqlite_url
+    store = open_store(default_sqlite_url("./data"))
+"""
+
+from .engine import default_sqlite_url
+from .errors import ClaimError, NotFound, ReservoirMismatch, StoreError, StoreUnavailable
+from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
+from .store import Store, open_store
+
+__all__ = [
+    "ClaimError",
+    "DriftRun",
+    "FeedbackEvent",
+    "NotFound",
+    "Release",
+    "ReservoirInfo",
+    "ReservoirItem",
+    "ReservoirMismatch",
+    "Review",
+    "ReviewItem",
+    "Score",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "default_sqlite_url",
+    "open_store",
+]

@@ -1,0 +1,350 @@
+"""Drift state: bounded embedding / categorical reservoirs and scheduled drift runs.
+
+Per signal there are two windows. ``reference`` is a uniform sample of everything offered
+since the reference version began (Algorithm R, its seen-count persisted so the sample
+stays uniform across restarts and replicas); ``current`` is the newest N items, optionally
+also bounded in age. Both carry the reference version: vectors of two embedding models are
+not comparable, so a model change must go through ``reset_reference`` (a new version, both
+windows emptied).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from .engine import Database
+from .errors import ReservoirMismatch
+from .models import DriftRun, ReservoirInfo, ReservoirItem, dump_json, now_s
+from .schema import WINDOWS, drift_runs, reservoir_items, reservoirs
+
+RUN_STATUSES = ("ok", "failed")
+
+
+class Reservoirs:
+    """Reservoir operations on one database (use them through ``Store``)."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        reference_capacity: int = 2000,
+        current_capacity: int = 2000,
+        current_max_age_s: float | None = None,
+        rng: random.Random | None = None,
+    ):
+        if reference_capacity <= 0 or current_capacity <= 0:
+            raise ValueError(f"capacities must be positive, got {reference_capacity}, {current_capacity}")
+        self._db = db
+        self.reference_capacity = reference_capacity
+        self.current_capacity = current_capacity
+        self.current_max_age_s = current_max_age_s
+        self._rng = rng or random.Random()
+
+    def add(
+        self,
+        signal: str,
+        window: str,
+        items: Iterable[ReservoirItem],
+        *,
+        capacity: int | None = None,
+        max_age_s: float | None = None,
+        now: float | None = None,
+    ) -> int:
+        """Offer items to a window; returns how many entered it.
+
+        Raises ``ReservoirMismatch`` for a vector from another model than the reference's
+        (call ``reset_reference``), another dimension, or a vector/categorical mix.
+        """
+        _check_window(window)
+        items = list(items)
+        if not items:
+            return 0
+        now = now_s() if now is None else now
+        if window == "reference":
+            capacity = capacity or self.reference_capacity
+        else:
+            capacity = capacity or self.current_capacity
+            max_age_s = self.current_max_age_s if max_age_s is None else max_age_s
+        with self._db.write() as conn:
+            meta = _lock_meta(conn, self._db, signal, window, now)
+            # Both windows must hold one model's vectors: the other window's model counts too.
+            other_model = conn.execute(
+                sa.select(reservoirs.c.model).where(reservoirs.c.signal == signal, reservoirs.c.window_name != window)
+            ).scalar_one_or_none()
+            kind, dim, model = _validate(signal, meta, items, meta["model"] or other_model)
+            rows = [_row(signal, window, meta["version"], item, now) for item in items]
+            if window == "reference":
+                kept = self._algorithm_r(conn, meta, rows, capacity)
+            else:
+                kept = _append_rolling(conn, signal, meta["version"], rows, capacity, max_age_s, now)
+            conn.execute(
+                sa.update(reservoirs)
+                .where(reservoirs.c.signal == signal, reservoirs.c.window_name == window)
+                .values(seen=meta["seen"] + len(items), kind=kind, dim=dim, model=model)
+            )
+        return kept
+
+    def _algorithm_r(self, conn: sa.Connection, meta: Any, rows: list[dict[str, Any]], capacity: int) -> int:
+        by_slot: dict[int, dict[str, Any]] = {}
+        seen = meta["seen"]
+        for row in rows:
+            slot = seen if seen < capacity else self._rng.randrange(seen + 1)
+            if slot < capacity:
+                by_slot[slot] = {**row, "slot": slot}  # a later item in the batch may replace an earlier one
+            seen += 1
+        if by_slot:
+            stmt = self._db.insert(reservoir_items)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["signal", "window_name", "version", "slot"],
+                set_={c: stmt.excluded[c] for c in ("trace_id", "vector", "value", "model", "added_at")},
+            )
+            conn.execute(stmt, list(by_slot.values()))
+        # A smaller capacity than before: drop the slots beyond it.
+        t = reservoir_items
+        conn.execute(
+            sa.delete(t).where(t.c.signal == meta["signal"], t.c.window_name == "reference",
+                               t.c.version == meta["version"], t.c.slot >= capacity)
+        )
+        return len(by_slot)
+
+    def get(self, signal: str, window: str, *, since: float | None = None) -> tuple[Any, list[str]]:
+        """``(vectors, trace_ids)``: an ``(n, dim)`` float32 array for embedding signals, a list
+        of values for categorical ones (an empty ``(0, 0)`` array before the first item)."""
+        _check_window(window)
+        t = reservoir_items
+        with self._db.read() as conn:
+            meta = conn.execute(
+                sa.select(reservoirs).where(reservoirs.c.signal == signal, reservoirs.c.window_name == window)
+            ).first()
+            if meta is None or meta.kind is None:
+                return np.empty((0, 0), dtype=np.float32), []
+            stmt = (
+                sa.select(t.c.trace_id, t.c.vector, t.c.value)
+                .where(t.c.signal == signal, t.c.window_name == window, t.c.version == meta.version)
+                .order_by(t.c.slot if window == "reference" else t.c.added_at, t.c.id)
+            )
+            if since is not None:
+                stmt = stmt.where(t.c.added_at >= since)
+            rows = conn.execute(stmt).all()
+        trace_ids = [r.trace_id for r in rows]
+        if meta.kind == "vector":
+            data = b"".join(r.vector for r in rows)
+            return np.frombuffer(data, dtype=np.float32).reshape(len(rows), meta.dim).copy(), trace_ids
+        return [r.value for r in rows], trace_ids
+
+    def info(self, signal: str, window: str) -> ReservoirInfo | None:
+        _check_window(window)
+        t = reservoir_items
+        with self._db.read() as conn:
+            meta = conn.execute(
+                sa.select(reservoirs).where(reservoirs.c.signal == signal, reservoirs.c.window_name == window)
+            ).first()
+            if meta is None:
+                return None
+            size = conn.execute(
+                sa.select(sa.func.count()).where(t.c.signal == signal, t.c.window_name == window,
+                                                 t.c.version == meta.version)
+            ).scalar_one()
+        return ReservoirInfo(signal, window, meta.version, meta.model, meta.source, meta.kind, meta.dim,
+                             meta.seen, size, meta.created_at)
+
+    def reset_reference(self, signal: str, model: str | None, source: str | None = None,
+                        *, now: float | None = None) -> int:
+        """Start a new reference version for ``signal`` (e.g. a new embedding model).
+
+        Both windows are emptied and their counts restart; returns the new version.
+        """
+        now = now_s() if now is None else now
+        with self._db.write() as conn:
+            versions = [_lock_meta(conn, self._db, signal, w, now)["version"] for w in WINDOWS]
+            version = max(versions) + 1
+            conn.execute(
+                sa.update(reservoirs)
+                .where(reservoirs.c.signal == signal)
+                .values(version=version, model=model, source=source, kind=None, dim=None, seen=0, created_at=now)
+            )
+            conn.execute(sa.delete(reservoir_items).where(reservoir_items.c.signal == signal,
+                                                          reservoir_items.c.version < version))
+        return version
+
+
+class DriftRuns:
+    """Scheduled drift runs, each run once across replicas (use them through ``Store``)."""
+
+    def __init__(self, db: Database):
+        self._db = db
+
+    def claim(
+        self,
+        profile: str,
+        scheduled_for: float,
+        holder: str,
+        *,
+        lease_s: float = 900.0,
+        signal: str | None = None,
+        detector: str | None = None,
+        now: float | None = None,
+    ) -> bool:
+        """True if ``holder`` won the run; a run whose holder's lease lapsed unfinished is re-claimable."""
+        if not holder:
+            raise ValueError("holder must be a non-empty replica id")
+        if not lease_s > 0:
+            raise ValueError(f"lease_s must be positive, got {lease_s!r}")
+        now = now_s() if now is None else now
+        r = drift_runs
+        with self._db.write() as conn:
+            inserted = conn.execute(
+                self._db.insert(r)
+                .values(profile=profile, scheduled_for=scheduled_for, signal=signal, detector=detector,
+                        holder=holder, attempts=1, lease_expires_at=now + lease_s, started_at=now,
+                        status="running")
+                .on_conflict_do_nothing(index_elements=["profile", "scheduled_for"])
+                .returning(r.c.id)
+            ).first()
+            if inserted is not None:
+                return True
+            # Someone claimed it before: take over only an interrupted run.
+            return conn.execute(
+                sa.update(r)
+                .where(r.c.profile == profile, r.c.scheduled_for == scheduled_for,
+                       r.c.status == "running", r.c.lease_expires_at <= now)
+                .values(holder=holder, attempts=r.c.attempts + 1, lease_expires_at=now + lease_s,
+                        started_at=now, signal=signal, detector=detector)
+            ).rowcount == 1
+
+    def finish(
+        self,
+        profile: str,
+        scheduled_for: float,
+        holder: str,
+        *,
+        status: str = "ok",
+        result: dict[str, Any] | None = None,
+        now: float | None = None,
+    ) -> bool:
+        """Store the outcome; False when ``holder`` no longer holds the run (another replica took it over)."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {RUN_STATUSES}, got {status!r}")
+        result_json = None if result is None else dump_json(result, "drift result")
+        r = drift_runs
+        with self._db.write() as conn:
+            return conn.execute(
+                sa.update(r)
+                .where(r.c.profile == profile, r.c.scheduled_for == scheduled_for, r.c.holder == holder,
+                       r.c.status == "running")
+                .values(status=status, result=result_json, finished_at=now_s() if now is None else now)
+            ).rowcount == 1
+
+    def get(self, profile: str, scheduled_for: float) -> DriftRun | None:
+        r = drift_runs
+        with self._db.read() as conn:
+            row = conn.execute(sa.select(r).where(r.c.profile == profile, r.c.scheduled_for == scheduled_for)).first()
+        return _run(row) if row is not None else None
+
+    def list(self, profile: str | None = None, *, limit: int = 100) -> list[DriftRun]:
+        """Most recent first."""
+        r = drift_runs
+        stmt = sa.select(r).order_by(r.c.scheduled_for.desc(), r.c.id.desc()).limit(limit)
+        if profile is not None:
+            stmt = stmt.where(r.c.profile == profile)
+        with self._db.read() as conn:
+            return [_run(row) for row in conn.execute(stmt)]
+
+
+def _check_window(window: str) -> None:
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
+
+
+def _lock_meta(conn: sa.Connection, db: Database, signal: str, window: str, now: float) -> Any:
+    """The window's metadata row, created if missing and locked for this transaction."""
+    if not signal:
+        raise ValueError("signal must be a non-empty name")
+    conn.execute(
+        db.insert(reservoirs)
+        .values(signal=signal, window_name=window, version=1, seen=0, created_at=now)
+        .on_conflict_do_nothing(index_elements=["signal", "window_name"])
+    )
+    return conn.execute(
+        sa.select(reservoirs)
+        .where(reservoirs.c.signal == signal, reservoirs.c.window_name == window)
+        .with_for_update()  # PostgreSQL: serialise adders of one window; SQLite holds the write lock already
+    ).first()._mapping
+
+
+def _validate(
+    signal: str, meta: Any, items: Sequence[ReservoirItem], model: str | None
+) -> tuple[str, int | None, str | None]:
+    kind, dim = meta["kind"], meta["dim"]
+    for item in items:
+        if not isinstance(item, ReservoirItem):
+            raise TypeError(f"expected ReservoirItem, got {type(item).__name__}")
+        if (item.vector is None) == (item.value is None):
+            raise ReservoirMismatch(f"{signal}: item {item.trace_id} needs exactly one of vector or value")
+        item_kind = "vector" if item.vector is not None else "categorical"
+        if kind is None:
+            kind = item_kind
+        elif kind != item_kind:
+            raise ReservoirMismatch(f"{signal} holds {kind} items; item {item.trace_id} is {item_kind}")
+        if item_kind == "vector":
+            n = len(item.vector)
+            if dim is None:
+                dim = n
+            elif n != dim:
+                raise ReservoirMismatch(f"{signal} holds {dim}-dimensional vectors; item {item.trace_id} has {n}")
+            if item.model is not None:
+                if model is None:
+                    model = item.model
+                elif item.model != model:
+                    raise ReservoirMismatch(
+                        f"{signal}: item {item.trace_id} comes from model {item.model!r} but the reservoir holds "
+                        f"{model!r} vectors; call reset_reference({signal!r}, {item.model!r}) first"
+                    )
+    return kind, dim, model
+
+
+def _row(signal: str, window: str, version: int, item: ReservoirItem, now: float) -> dict[str, Any]:
+    vector = None
+    if item.vector is not None:
+        array = np.asarray(item.vector, dtype=np.float32)
+        if array.ndim != 1 or array.size == 0:
+            raise ReservoirMismatch(f"{signal}: item {item.trace_id} vector must be 1-D and non-empty")
+        if not np.isfinite(array).all():
+            raise ReservoirMismatch(f"{signal}: item {item.trace_id} vector has NaN or infinite values")
+        vector = array.tobytes()
+    added_at = now if item.added_at is None else item.added_at
+    if not math.isfinite(added_at):
+        raise ValueError(f"{signal}: item {item.trace_id} added_at must be finite")
+    return {"signal": signal, "window_name": window, "version": version, "slot": None, "trace_id": item.trace_id,
+            "vector": vector, "value": item.value, "model": item.model, "added_at": added_at}
+
+
+def _append_rolling(conn: sa.Connection, signal: str, version: int, rows: list[dict[str, Any]],
+                    capacity: int, max_age_s: float | None, now: float) -> int:
+    t = reservoir_items
+    rows = rows[-capacity:]  # older items of an oversized batch would be evicted at once
+    conn.execute(sa.insert(t), rows)
+    in_window = sa.and_(t.c.signal == signal, t.c.window_name == "current")
+    if max_age_s is not None:
+        conn.execute(sa.delete(t).where(in_window, t.c.added_at < now - max_age_s))
+    newest = (
+        sa.select(t.c.id).where(in_window, t.c.version == version)
+        .order_by(t.c.added_at.desc(), t.c.id.desc()).limit(capacity)
+    )
+    conn.execute(sa.delete(t).where(in_window, t.c.id.not_in(newest)))
+    return len(rows)
+
+
+def _run(row: Any) -> DriftRun:
+    return DriftRun(
+        row.id, row.profile, row.scheduled_for, row.signal, row.detector, row.holder, row.attempts,
+        row.lease_expires_at, row.started_at, row.finished_at, row.status,
+        None if row.result is None else json.loads(row.result),
+    )

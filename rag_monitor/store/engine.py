@@ -1,0 +1,142 @@
+"""Connecting: engines, dialect specifics, transactions and error translation.
+
+SQLite (the embedded default) runs in WAL mode with a busy timeout and
+``synchronous=NORMAL``; every write transaction starts with ``BEGIN IMMEDIATE`` so two
+writers queue on the database lock up front instead of failing half-way with a stale
+snapshot. PostgreSQL (``postgresql+psycopg://``) is the shared store for several replicas.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from .errors import StoreError, StoreUnavailable
+
+SQLITE_FILENAME = "rag-monitor.sqlite3"
+_WRITE_OPTION = "rag_monitor_write"
+
+
+def default_sqlite_url(data_dir: str | os.PathLike[str]) -> str:
+    """The embedded store's URL under ``data_dir`` (created if missing).
+
+    >>> default_sqlite_url("/var/lib/rag-monitor")
+    'sqlite:////var/lib/rag-monitor/rag-monitor.sqlite3'
+    """
+    path = Path(data_dir).absolute()
+    path.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path / SQLITE_FILENAME}"
+
+
+class Database:
+    """One engine plus the store's transaction helpers.
+
+    ``read()`` yields a connection in a plain transaction, ``write()`` one in a write
+    transaction (``BEGIN IMMEDIATE`` on SQLite) that commits on exit; both turn connection
+    failures and lock timeouts into ``StoreUnavailable``.
+    """
+
+    def __init__(self, url: str, *, busy_timeout_s: float = 5.0, connect_timeout_s: float = 5.0):
+        if busy_timeout_s <= 0 or connect_timeout_s <= 0:
+            raise ValueError(f"timeouts must be positive, got busy={busy_timeout_s}, connect={connect_timeout_s}")
+        parsed = make_url(url)
+        backend = parsed.get_backend_name()
+        if backend == "sqlite":
+            if parsed.database in (None, "", ":memory:") or parsed.database.startswith("file::memory:"):
+                # Each pooled connection would get its own empty database.
+                raise ValueError("an in-memory SQLite store is not supported: use a file, e.g. sqlite:///path/store.db")
+            self.engine = _sqlite_engine(parsed, busy_timeout_s)
+        elif backend == "postgresql":
+            if parsed.drivername == "postgresql":
+                parsed = parsed.set(drivername="postgresql+psycopg")
+            self.engine = sa.create_engine(
+                parsed,
+                pool_pre_ping=True,  # a PostgreSQL restart leaves dead pooled connections
+                pool_timeout=connect_timeout_s,
+                connect_args={"connect_timeout": max(1, round(connect_timeout_s))},
+            )
+        else:
+            raise ValueError(f"unsupported store URL {parsed.render_as_string(hide_password=True)!r}: "
+                             "use sqlite:///path or postgresql+psycopg://user@host/db")
+        self.dialect = backend
+        self.display_url = parsed.render_as_string(hide_password=True)
+        self._write_engine = self.engine.execution_options(**{_WRITE_OPTION: True})
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    def insert(self, table: sa.Table) -> Any:
+        """A dialect insert construct with ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
+        return (sqlite.insert if self.is_sqlite else postgresql.insert)(table)
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.translate_errors(), self.engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        with self.translate_errors(), self._write_engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def translate_errors(self) -> Iterator[None]:
+        """Map driver failures that mean "try again later" to ``StoreUnavailable``."""
+        try:
+            yield
+        except (sa_exc.OperationalError, sa_exc.InterfaceError) as e:
+            message = str(e.orig) if e.orig is not None else str(e)
+            if self.is_sqlite and "no such table" in message:
+                raise StoreError(f"{self.display_url}: {message}: the schema is missing, call Store.migrate()") from e
+            raise StoreUnavailable(f"store {self.display_url} unavailable: {message.strip()}") from e
+        except sa_exc.TimeoutError as e:  # the connection pool stayed exhausted
+            raise StoreUnavailable(f"store {self.display_url} unavailable: {e}") from e
+        except sa_exc.DBAPIError as e:
+            if e.connection_invalidated:
+                raise StoreUnavailable(f"store {self.display_url} unavailable: {e.orig}") from e
+            raise
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_engine(url: sa.URL, busy_timeout_s: float) -> Engine:
+    if url.database:
+        Path(url.database).absolute().parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(
+        url,
+        connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+        pool_size=8,
+        max_overflow=16,
+    )
+    busy_ms = int(busy_timeout_s * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event below emit BEGIN instead of pysqlite's own
+        # (which would defer locking and ignore BEGIN IMMEDIATE).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE_OPTION) else "BEGIN")
+
+    return engine

@@ -1,0 +1,167 @@
+"""Plain values the store returns and accepts (frozen dataclasses, no SQLAlchemy)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rag_monitor.record import Feedback, QueryRecord
+
+
+def now_s() -> float:
+    """The store's clock: UTC seconds since the epoch."""
+    return time.time()
+
+
+def dump_json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} must be JSON-serialisable (finite numbers, str, list, dict): {e}") from None
+
+
+def record_dict(record: QueryRecord | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(record, QueryRecord):
+        return record.to_dict()
+    if isinstance(record, dict) and isinstance(record.get("trace_id"), str):
+        return record
+    raise TypeError(f"expected a QueryRecord or its to_dict(), got {type(record).__name__}")
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    """A sampled query in the review queue."""
+
+    id: int
+    queue: str
+    trace_id: str
+    stratum: str
+    inclusion_prob: float
+    weight: float
+    """``1 / inclusion_prob``: the item's weight in estimates over all traffic."""
+    tenant: str | None
+    record: dict[str, Any]
+    """The redacted ``QueryRecord.to_dict()``."""
+    pair_trace_id: str | None
+    state: str
+    claimed_by: str | None
+    claim_expires_at: float | None
+    created_at: float
+    reviewed_at: float | None
+
+    @property
+    def query_record(self) -> QueryRecord:
+        return QueryRecord.from_dict(self.record)
+
+    @classmethod
+    def from_row(cls, row: Any) -> ReviewItem:
+        m = row._mapping
+        return cls(
+            id=m["id"], queue=m["queue"], trace_id=m["trace_id"], stratum=m["stratum"],
+            inclusion_prob=m["inclusion_prob"], weight=m["weight"], tenant=m["tenant"],
+            record=json.loads(m["record"]), pair_trace_id=m["pair_trace_id"], state=m["state"],
+            claimed_by=m["claimed_by"], claim_expires_at=m["claim_expires_at"],
+            created_at=m["created_at"], reviewed_at=m["reviewed_at"],
+        )
+
+
+@dataclass(frozen=True)
+class Review:
+    """A reviewer's labels for one item."""
+
+    id: int
+    item_id: int
+    reviewer: str
+    """A pseudonym, never a real identity."""
+    labels: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class FeedbackEvent:
+    """A user signal about a query, as stored (time in UTC seconds)."""
+
+    trace_id: str
+    kind: str
+    time: float
+    reason: str | None = None
+    value: float | str | None = None
+
+    @classmethod
+    def from_feedback(cls, trace_id: str, feedback: Feedback) -> FeedbackEvent:
+        """From the ``Feedback`` of an assembled ``QueryRecord``."""
+        return cls(trace_id, feedback.kind, feedback.time_ns / 1e9, feedback.reason, feedback.value)
+
+
+@dataclass(frozen=True)
+class Score:
+    """One scorer's verdict on one trace. ``score`` is None when the answer has no claims."""
+
+    trace_id: str
+    scorer: str
+    score: float | None
+    scorer_version: str
+    label: str | None = None
+    computed_at: float | None = None
+    """Defaults to the time of the upsert."""
+
+    def __post_init__(self) -> None:
+        if self.score is not None and not math.isfinite(self.score):
+            raise ValueError(f"score for {self.trace_id} by {self.scorer} must be finite or None, got {self.score}")
+
+
+@dataclass(frozen=True)
+class ReservoirItem:
+    """One entry offered to a drift reservoir: a vector or a categorical value, not both."""
+
+    trace_id: str
+    vector: Any = None
+    """A 1-D sequence of floats (stored as float32 bytes)."""
+    value: str | None = None
+    """A categorical value (intent, route)."""
+    model: str | None = None
+    """The embedding model that produced ``vector``."""
+    added_at: float | None = None
+
+
+@dataclass(frozen=True)
+class ReservoirInfo:
+    signal: str
+    window: str
+    version: int
+    model: str | None
+    source: str | None
+    kind: str | None
+    """``vector`` or ``categorical`` once the first item arrived."""
+    dim: int | None
+    seen: int
+    """Items offered since the version began (Algorithm R's n)."""
+    size: int
+    created_at: float
+
+
+@dataclass(frozen=True)
+class DriftRun:
+    id: int
+    profile: str
+    scheduled_for: float
+    signal: str | None
+    detector: str | None
+    holder: str
+    attempts: int
+    lease_expires_at: float
+    started_at: float
+    finished_at: float | None
+    status: str
+    """``running``, ``ok`` or ``failed``."""
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Release:
+    service: str
+    release: str
+    first_seen: float

@@ -1,0 +1,226 @@
+"""The durable review queue: enqueue sampled records, claim them, submit reviews.
+
+Claims are leases: a claim that expires (the reviewer closed the tab) makes the item
+claimable again. Two reviewers never hold the same item: on PostgreSQL the candidate row is
+picked with ``FOR UPDATE SKIP LOCKED``; on SQLite the claim is one ``UPDATE ... WHERE id =
+(SELECT ...) RETURNING`` inside a ``BEGIN IMMEDIATE`` transaction, which serialises writers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+
+from rag_monitor.record import QueryRecord
+
+from .engine import Database
+from .errors import ClaimError, NotFound
+from .models import Review, ReviewItem, dump_json, now_s, record_dict
+from .schema import REVIEW_STATES, review_items, reviews
+
+DEFAULT_QUEUE = "default"
+
+
+class ReviewQueue:
+    """Review-queue operations on one database (use them through ``Store``)."""
+
+    def __init__(self, db: Database):
+        self._db = db
+
+    def enqueue(
+        self,
+        record: QueryRecord | dict[str, Any],
+        *,
+        stratum: str,
+        inclusion_prob: float,
+        tenant: str | None = None,
+        pair_trace_id: str | None = None,
+        queue: str = DEFAULT_QUEUE,
+        now: float | None = None,
+    ) -> bool:
+        """Queue a sampled record; False (and nothing changes) if the trace is already queued.
+
+        ``tenant`` defaults to the record's own.
+        """
+        data = record_dict(record)
+        if not stratum:
+            raise ValueError("stratum must be a non-empty string")
+        if not 0 < inclusion_prob <= 1:
+            raise ValueError(f"inclusion_prob must be in (0, 1], got {inclusion_prob!r}")
+        stmt = (
+            self._db.insert(review_items)
+            .values(
+                queue=queue,
+                trace_id=data["trace_id"],
+                stratum=stratum,
+                inclusion_prob=float(inclusion_prob),
+                weight=1.0 / inclusion_prob,
+                tenant=data.get("tenant") if tenant is None else tenant,
+                record=dump_json(data, "record"),
+                pair_trace_id=pair_trace_id,
+                state="queued",
+                created_at=now_s() if now is None else now,
+            )
+            .on_conflict_do_nothing(index_elements=["queue", "trace_id"])
+            # RETURNING, not rowcount: drivers need not report rowcount for INSERT.
+            .returning(review_items.c.id)
+        )
+        with self._db.write() as conn:
+            return conn.execute(stmt).first() is not None
+
+    def claim(
+        self,
+        reviewer: str,
+        lease_s: float,
+        tenants: Iterable[str] | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        now: float | None = None,
+    ) -> ReviewItem | None:
+        """Lease the oldest claimable item to ``reviewer`` for ``lease_s`` seconds.
+
+        ``tenants`` restricts the claim to items of those tenants (None: any item, an empty
+        set: nothing). Returns None when nothing is claimable.
+        """
+        if not reviewer:
+            raise ValueError("reviewer must be a non-empty pseudonym")
+        if not lease_s > 0:
+            raise ValueError(f"lease_s must be positive, got {lease_s!r}")
+        now = now_s() if now is None else now
+        t = review_items
+        conditions = [t.c.queue == queue, _claimable(now)]
+        if tenants is not None:
+            tenant_list = sorted(set(tenants))
+            if not tenant_list:
+                return None
+            conditions.append(t.c.tenant.in_(tenant_list))
+        candidate = (
+            sa.select(t.c.id).where(*conditions).order_by(t.c.id).limit(1)
+            # PostgreSQL: concurrent claimers skip the row instead of queueing on it.
+            # SQLite compiles this to nothing; BEGIN IMMEDIATE serialises claimers there.
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+        stmt = (
+            sa.update(t)
+            .where(t.c.id == candidate, _claimable(now))
+            .values(state="claimed", claimed_by=reviewer, claim_expires_at=now + lease_s)
+            .returning(*t.c)
+        )
+        with self._db.write() as conn:
+            row = conn.execute(stmt).first()
+        return ReviewItem.from_row(row) if row is not None else None
+
+    def submit_review(
+        self, item_id: int, reviewer: str, labels: dict[str, Any], *, now: float | None = None
+    ) -> Review:
+        """Record ``reviewer``'s labels; only the holder of a valid claim may submit."""
+        if not isinstance(labels, dict):
+            raise TypeError(f"labels must be a dict, got {type(labels).__name__}")
+        labels_json = dump_json(labels, "labels")
+        now = now_s() if now is None else now
+        t = review_items
+        with self._db.write() as conn:
+            done = conn.execute(
+                sa.update(t)
+                .where(t.c.id == item_id, t.c.state == "claimed", t.c.claimed_by == reviewer,
+                       t.c.claim_expires_at > now)
+                .values(state="reviewed", reviewed_at=now)
+            )
+            if done.rowcount != 1:
+                row = conn.execute(sa.select(t).where(t.c.id == item_id)).first()
+                raise _why_not_claimed(item_id, reviewer, row, now)
+            review_id = conn.execute(
+                sa.insert(reviews)
+                .values(item_id=item_id, reviewer=reviewer, labels=labels_json, created_at=now)
+                .returning(reviews.c.id)
+            ).scalar_one()
+        return Review(review_id, item_id, reviewer, json.loads(labels_json), now)
+
+    def release_expired_claims(self, now: float | None = None) -> int:
+        """Return items whose claim lapsed to the queue; how many were released."""
+        now = now_s() if now is None else now
+        t = review_items
+        with self._db.write() as conn:
+            return conn.execute(
+                sa.update(t)
+                .where(t.c.state == "claimed", t.c.claim_expires_at <= now)
+                .values(state="queued", claimed_by=None, claim_expires_at=None)
+            ).rowcount
+
+    def get_item(self, item_id: int) -> ReviewItem:
+        with self._db.read() as conn:
+            row = conn.execute(sa.select(review_items).where(review_items.c.id == item_id)).first()
+        if row is None:
+            raise NotFound(f"no review item {item_id}")
+        return ReviewItem.from_row(row)
+
+    def item_for_trace(self, trace_id: str, *, queue: str = DEFAULT_QUEUE) -> ReviewItem | None:
+        t = review_items
+        with self._db.read() as conn:
+            row = conn.execute(sa.select(t).where(t.c.queue == queue, t.c.trace_id == trace_id)).first()
+        return ReviewItem.from_row(row) if row is not None else None
+
+    def queue_depth(self, *, queue: str | None = None, now: float | None = None) -> dict[str, int]:
+        """Items per state; a lapsed claim counts as ``queued`` (it is claimable)."""
+        now = now_s() if now is None else now
+        t = review_items
+        effective = sa.case(
+            (sa.and_(t.c.state == "claimed", t.c.claim_expires_at <= now), "queued"), else_=t.c.state
+        ).label("state")
+        inner = sa.select(effective)
+        if queue is not None:
+            inner = inner.where(t.c.queue == queue)
+        sub = inner.subquery()
+        stmt = sa.select(sub.c.state, sa.func.count()).group_by(sub.c.state)
+        depth = dict.fromkeys(REVIEW_STATES, 0)
+        with self._db.read() as conn:
+            depth.update({state: count for state, count in conn.execute(stmt)})
+        return depth
+
+    def reviewed(
+        self, since: float | None = None, *, queue: str | None = None, limit: int | None = None
+    ) -> list[tuple[ReviewItem, Review]]:
+        """Reviewed items with their review, oldest review first; ``since`` filters review time."""
+        t, r = review_items, reviews
+        stmt = (
+            sa.select(t, r.c.id.label("review_id"), r.c.reviewer, r.c.labels,
+                      r.c.created_at.label("review_created_at"))
+            .join(r, r.c.item_id == t.c.id)
+            .order_by(r.c.created_at, r.c.id)
+        )
+        if since is not None:
+            stmt = stmt.where(r.c.created_at >= since)
+        if queue is not None:
+            stmt = stmt.where(t.c.queue == queue)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._db.read() as conn:
+            rows = conn.execute(stmt).all()
+        out = []
+        for row in rows:
+            m = row._mapping
+            review = Review(m["review_id"], m["id"], m["reviewer"], json.loads(m["labels"]), m["review_created_at"])
+            out.append((ReviewItem.from_row(row), review))
+        return out
+
+
+def _claimable(now: float) -> sa.ColumnElement[bool]:
+    t = review_items
+    return sa.or_(t.c.state == "queued", sa.and_(t.c.state == "claimed", t.c.claim_expires_at <= now))
+
+
+def _why_not_claimed(item_id: int, reviewer: str, row: Any, now: float) -> Exception:
+    if row is None:
+        return NotFound(f"no review item {item_id}")
+    m = row._mapping
+    if m["state"] == "reviewed":
+        return ClaimError(f"review item {item_id} was already reviewed")
+    if m["state"] == "queued":
+        return ClaimError(f"review item {item_id} is not claimed: claim it before submitting")
+    if m["claimed_by"] != reviewer:
+        return ClaimError(f"review item {item_id} is claimed by another reviewer")
+    return ClaimError(f"the claim on review item {item_id} expired at {m['claim_expires_at']:.3f} (now {now:.3f})")

@@ -1,0 +1,168 @@
+"""Per-query data: the recent-records cache, feedback events and scorer results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+
+from rag_monitor.record import QueryRecord
+
+from .engine import Database
+from .models import FeedbackEvent, ReviewItem, Score, dump_json, now_s, record_dict
+from .schema import feedback, recent_records, review_items, scores
+
+
+class RecentRecords:
+    """The short-lived cache of every query's redacted record, keyed by trace id.
+
+    Thumbs-down often arrives after the query was assembled and not sampled; the cache lets
+    the agent still pull it into review. Rows older than ``ttl_s`` are pruned.
+    """
+
+    def __init__(self, db: Database, ttl_s: float):
+        if not ttl_s > 0:
+            raise ValueError(f"recent-records ttl must be positive, got {ttl_s!r}")
+        self._db = db
+        self.ttl_s = ttl_s
+        stmt = db.insert(recent_records)
+        # A trace re-assembled from a late span batch replaces its earlier record.
+        self._upsert = stmt.on_conflict_do_update(
+            index_elements=["trace_id"], set_={"record": stmt.excluded.record, "added_at": stmt.excluded.added_at}
+        )
+
+    def put(self, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> int:
+        """Write a batch in one transaction (one executemany); returns the batch size."""
+        added_at = now_s() if now is None else now
+        rows = []
+        for record in records:
+            data = record_dict(record)
+            rows.append({"trace_id": data["trace_id"], "record": dump_json(data, "record"), "added_at": added_at})
+        if not rows:
+            return 0
+        with self._db.write() as conn:
+            conn.execute(self._upsert, rows)
+        return len(rows)
+
+    def get(self, trace_id: str) -> QueryRecord | None:
+        with self._db.read() as conn:
+            text = conn.execute(
+                sa.select(recent_records.c.record).where(recent_records.c.trace_id == trace_id)
+            ).scalar_one_or_none()
+        return QueryRecord.from_dict(json.loads(text)) if text is not None else None
+
+    def count(self) -> int:
+        with self._db.read() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(recent_records)).scalar_one()
+
+    def prune(self, now: float | None = None) -> int:
+        """Delete records older than the ttl; returns how many."""
+        cutoff = (now_s() if now is None else now) - self.ttl_s
+        with self._db.write() as conn:
+            return conn.execute(sa.delete(recent_records).where(recent_records.c.added_at < cutoff)).rowcount
+
+
+class FeedbackLog:
+    def __init__(self, db: Database):
+        self._db = db
+
+    def add(self, events: Iterable[FeedbackEvent]) -> int:
+        rows = []
+        for e in events:
+            if not isinstance(e, FeedbackEvent):
+                raise TypeError(f"expected FeedbackEvent, got {type(e).__name__} (see FeedbackEvent.from_feedback)")
+            value = None if e.value is None else dump_json(e.value, "feedback value")
+            rows.append({"trace_id": e.trace_id, "kind": e.kind, "reason": e.reason, "value": value, "time": e.time})
+        if rows:
+            with self._db.write() as conn:
+                conn.execute(sa.insert(feedback), rows)
+        return len(rows)
+
+    def for_trace(self, trace_id: str) -> list[FeedbackEvent]:
+        return self._select(feedback.c.trace_id == trace_id)
+
+    def since(self, since: float) -> list[FeedbackEvent]:
+        return self._select(feedback.c.time >= since)
+
+    def _select(self, condition: sa.ColumnElement[bool]) -> list[FeedbackEvent]:
+        f = feedback
+        with self._db.read() as conn:
+            rows = conn.execute(
+                sa.select(f.c.trace_id, f.c.kind, f.c.time, f.c.reason, f.c.value).where(condition).order_by(f.c.time, f.c.id)
+            ).all()
+        return [FeedbackEvent(t, k, tm, r, None if v is None else json.loads(v)) for t, k, tm, r, v in rows]
+
+
+class Scores:
+    """Scorer results, one row per (trace, scorer): re-scoring replaces, never doubles."""
+
+    def __init__(self, db: Database):
+        self._db = db
+        stmt = db.insert(scores)
+        self._upsert = stmt.on_conflict_do_update(
+            index_elements=["trace_id", "scorer"],
+            set_={c: stmt.excluded[c] for c in ("score", "label", "scorer_version", "computed_at")},
+        )
+
+    def upsert(self, results: Iterable[Score], now: float | None = None) -> int:
+        default_time = now_s() if now is None else now
+        rows = [
+            {"trace_id": s.trace_id, "scorer": s.scorer, "score": s.score, "label": s.label,
+             "scorer_version": s.scorer_version,
+             "computed_at": default_time if s.computed_at is None else s.computed_at}
+            for s in results
+        ]
+        if rows:
+            with self._db.write() as conn:
+                conn.execute(self._upsert, rows)
+        return len(rows)
+
+    def for_trace(self, trace_id: str) -> dict[str, Score]:
+        with self._db.read() as conn:
+            rows = conn.execute(sa.select(scores).where(scores.c.trace_id == trace_id)).all()
+        return {row.scorer: _score(row) for row in rows}
+
+    def by_scorer(self, scorer: str, since: float | None = None) -> list[Score]:
+        stmt = sa.select(scores).where(scores.c.scorer == scorer).order_by(scores.c.computed_at, scores.c.trace_id)
+        if since is not None:
+            stmt = stmt.where(scores.c.computed_at >= since)
+        with self._db.read() as conn:
+            return [_score(row) for row in conn.execute(stmt)]
+
+    def unscored_items(self, scorer: str, limit: int = 100) -> list[ReviewItem]:
+        """Review items ``scorer`` has not scored yet, oldest first (its backlog)."""
+        if limit <= 0:
+            raise ValueError(f"limit must be positive, got {limit}")
+        stmt = (
+            sa.select(review_items)
+            .where(~_scored(scorer))
+            .order_by(review_items.c.id)
+            .limit(limit)
+        )
+        with self._db.read() as conn:
+            rows = conn.execute(stmt).all()
+        items, seen = [], set()
+        for row in rows:  # the same trace may sit in two queues: score it once
+            if row.trace_id not in seen:
+                seen.add(row.trace_id)
+                items.append(ReviewItem.from_row(row))
+        return items
+
+    def backlog(self, scorer: str | None = None) -> int:
+        """Distinct queued traces without a score from ``scorer`` (None: from any scorer)."""
+        stmt = sa.select(sa.func.count(sa.distinct(review_items.c.trace_id))).where(~_scored(scorer))
+        with self._db.read() as conn:
+            return conn.execute(stmt).scalar_one()
+
+
+def _scored(scorer: str | None) -> sa.ColumnElement[bool]:
+    condition = scores.c.trace_id == review_items.c.trace_id
+    if scorer is not None:
+        condition = sa.and_(condition, scores.c.scorer == scorer)
+    return sa.exists().where(condition)
+
+
+def _score(row: Any) -> Score:
+    return Score(row.trace_id, row.scorer, row.score, row.scorer_version, row.label, row.computed_at)

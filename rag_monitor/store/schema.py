@@ -1,0 +1,163 @@
+"""The store's tables (SQLAlchemy Core). The Alembic migrations create exactly these.
+
+Timestamps are UTC seconds since the epoch as double-precision floats everywhere; JSON
+payloads are text the store serialises itself (same bytes on SQLite and PostgreSQL).
+A test compares this metadata with the migrated database, so change both together:
+add a new revision under ``migrations/versions/`` for every change here.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+TRACE_ID = sa.String(32)
+"""32 lowercase hex digits (``QueryRecord.trace_id``)."""
+
+REVIEW_STATES = ("queued", "claimed", "reviewed")
+WINDOWS = ("reference", "current")
+
+recent_records = sa.Table(
+    "recent_records",
+    metadata,
+    sa.Column("trace_id", TRACE_ID, primary_key=True),
+    sa.Column("record", sa.Text, nullable=False),
+    sa.Column("added_at", sa.Double, nullable=False, index=True),
+)
+
+review_items = sa.Table(
+    "review_items",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("queue", sa.String(64), nullable=False),
+    sa.Column("trace_id", TRACE_ID, nullable=False),
+    sa.Column("stratum", sa.String(64), nullable=False),
+    sa.Column("inclusion_prob", sa.Double, nullable=False),
+    sa.Column("weight", sa.Double, nullable=False),
+    sa.Column("tenant", sa.String(200), nullable=True, index=True),
+    sa.Column("record", sa.Text, nullable=False),
+    sa.Column("pair_trace_id", TRACE_ID, nullable=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("claimed_by", sa.String(200), nullable=True),
+    sa.Column("claim_expires_at", sa.Double, nullable=True),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("reviewed_at", sa.Double, nullable=True),
+    # Enqueueing the same trace twice (agent crash + OTLP retry) must be a no-op.
+    sa.UniqueConstraint("queue", "trace_id"),
+    sa.CheckConstraint("state IN ('queued', 'claimed', 'reviewed')", name="state"),
+    sa.CheckConstraint("inclusion_prob > 0 AND inclusion_prob <= 1", name="inclusion_prob"),
+    sa.Index(None, "state", "id"),
+    sa.Index(None, "trace_id"),
+)
+
+reviews = sa.Table(
+    "reviews",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("item_id", sa.Integer, sa.ForeignKey("review_items.id", ondelete="CASCADE"), nullable=False, unique=True),
+    sa.Column("reviewer", sa.String(200), nullable=False),
+    sa.Column("labels", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False, index=True),
+)
+
+feedback = sa.Table(
+    "feedback",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("trace_id", TRACE_ID, nullable=False, index=True),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    # JSON text: a number or a string, type preserved.
+    sa.Column("value", sa.Text, nullable=True),
+    sa.Column("time", sa.Double, nullable=False, index=True),
+)
+
+scores = sa.Table(
+    "scores",
+    metadata,
+    sa.Column("trace_id", TRACE_ID, primary_key=True),
+    sa.Column("scorer", sa.String(100), primary_key=True),
+    sa.Column("score", sa.Double, nullable=True),
+    sa.Column("label", sa.String(64), nullable=True),
+    sa.Column("scorer_version", sa.String(100), nullable=False),
+    sa.Column("computed_at", sa.Double, nullable=False),
+)
+
+reservoirs = sa.Table(
+    "reservoirs",
+    metadata,
+    sa.Column("signal", sa.String(100), primary_key=True),
+    sa.Column("window_name", sa.String(16), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("model", sa.String(200), nullable=True),
+    sa.Column("source", sa.Text, nullable=True),
+    sa.Column("kind", sa.String(16), nullable=True),
+    sa.Column("dim", sa.Integer, nullable=True),
+    # Algorithm R needs how many items the reservoir has been offered, across restarts.
+    sa.Column("seen", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.CheckConstraint("window_name IN ('reference', 'current')", name="window"),
+)
+
+reservoir_items = sa.Table(
+    "reservoir_items",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("signal", sa.String(100), nullable=False),
+    sa.Column("window_name", sa.String(16), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("slot", sa.Integer, nullable=True),
+    sa.Column("trace_id", TRACE_ID, nullable=False),
+    sa.Column("vector", sa.LargeBinary, nullable=True),
+    sa.Column("value", sa.Text, nullable=True),
+    sa.Column("model", sa.String(200), nullable=True),
+    sa.Column("added_at", sa.Double, nullable=False),
+    # Reference reservoirs replace by slot (Algorithm R); the current window has no slots.
+    sa.UniqueConstraint("signal", "window_name", "version", "slot"),
+    sa.Index(None, "signal", "window_name", "added_at"),
+)
+
+drift_runs = sa.Table(
+    "drift_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("profile", sa.String(200), nullable=False),
+    sa.Column("scheduled_for", sa.Double, nullable=False),
+    sa.Column("signal", sa.String(100), nullable=True),
+    sa.Column("detector", sa.String(100), nullable=True),
+    sa.Column("holder", sa.String(200), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("lease_expires_at", sa.Double, nullable=False),
+    sa.Column("started_at", sa.Double, nullable=False),
+    sa.Column("finished_at", sa.Double, nullable=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("result", sa.Text, nullable=True),
+    # Exactly one replica wins each scheduled run.
+    sa.UniqueConstraint("profile", "scheduled_for"),
+    sa.CheckConstraint("status IN ('running', 'ok', 'failed')", name="status"),
+)
+
+locks = sa.Table(
+    "locks",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("holder", sa.String(200), nullable=False),
+    sa.Column("expires_at", sa.Double, nullable=False),
+)
+
+releases = sa.Table(
+    "releases",
+    metadata,
+    sa.Column("service", sa.String(200), primary_key=True),
+    sa.Column("release", sa.String(200), primary_key=True),
+    sa.Column("first_seen", sa.Double, nullable=False),
+)

@@ -1,0 +1,278 @@
+"""``Store``: the one object the agent, the review page and the drift jobs talk to."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from rag_monitor.record import QueryRecord
+
+from .coordination import Locks, Releases
+from .drift import DriftRuns, Reservoirs
+from .engine import Database
+from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
+from .queue import DEFAULT_QUEUE, ReviewQueue
+from .records import FeedbackLog, RecentRecords, Scores
+
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+# Any constant: replicas starting together take it so only one runs the migrations.
+_MIGRATION_LOCK_KEY = 0x7261676D6F6E
+
+
+class Store:
+    """Persistence for rag-monitor on SQLite (embedded) or PostgreSQL (several replicas).
+
+    >>> store = Store("sqlite:////tmp/rag-monitor/store.db")   # or postgresql+psycopg://...
+    >>> store.migrate()
+    >>> store.enqueue(record, stratum="base", inclusion_prob=0.01)
+    True
+    >>> item = store.claim("reviewer-7", lease_s=600)
+    >>> store.submit_review(item.id, "reviewer-7", {"faithful": True})
+    >>> store.close()
+
+    Every method raises ``StoreUnavailable`` when the database is unreachable or stays
+    locked beyond ``busy_timeout_s``. Times are UTC seconds since the epoch; methods that
+    depend on the clock take ``now=`` for tests and replays.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        recent_ttl_s: float = 3600.0,
+        busy_timeout_s: float = 5.0,
+        connect_timeout_s: float = 5.0,
+        reference_capacity: int = 2000,
+        current_capacity: int = 2000,
+        current_max_age_s: float | None = None,
+        seed: int | None = None,
+    ):
+        self._db = Database(url, busy_timeout_s=busy_timeout_s, connect_timeout_s=connect_timeout_s)
+        self._recent = RecentRecords(self._db, recent_ttl_s)
+        self._feedback = FeedbackLog(self._db)
+        self._scores = Scores(self._db)
+        self._queue = ReviewQueue(self._db)
+        self._reservoirs = Reservoirs(
+            self._db,
+            reference_capacity=reference_capacity,
+            current_capacity=current_capacity,
+            current_max_age_s=current_max_age_s,
+            rng=random.Random(seed),
+        )
+        self._runs = DriftRuns(self._db)
+        self._locks = Locks(self._db)
+        self._releases = Releases(self._db)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._db.dialect
+
+    @property
+    def url(self) -> str:
+        """The database URL with any password hidden."""
+        return self._db.display_url
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def migrate(self) -> str:
+        """Upgrade the schema to the packaged head revision; returns that revision."""
+        from alembic import command
+        from alembic.config import Config
+        from alembic.script import ScriptDirectory
+
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        with self._db.write() as conn:
+            if not self._db.is_sqlite:  # SQLite's BEGIN IMMEDIATE already excludes other migrators
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+        return ScriptDirectory.from_config(config).get_current_head()
+
+    def ping(self) -> None:
+        """Raise ``StoreUnavailable`` unless the database answers."""
+        with self._db.read() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
+    def close(self) -> None:
+        self._db.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # --- recent records ----------------------------------------------------------------------
+
+    def put_recent(self, records: Iterable[QueryRecord | dict[str, Any]], *, now: float | None = None) -> int:
+        """Cache a batch of redacted records in one transaction; returns the batch size."""
+        return self._recent.put(records, now)
+
+    def get_recent(self, trace_id: str) -> QueryRecord | None:
+        return self._recent.get(trace_id)
+
+    def recent_count(self) -> int:
+        return self._recent.count()
+
+    def prune_recent(self, *, now: float | None = None) -> int:
+        """Drop cached records older than ``recent_ttl_s``; returns how many."""
+        return self._recent.prune(now)
+
+    # --- review queue --------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        record: QueryRecord | dict[str, Any],
+        *,
+        stratum: str,
+        inclusion_prob: float,
+        tenant: str | None = None,
+        pair_trace_id: str | None = None,
+        queue: str = DEFAULT_QUEUE,
+        now: float | None = None,
+    ) -> bool:
+        """Queue a sampled record (weight ``1 / inclusion_prob``); False if already queued.
+
+        ``tenant`` defaults to the record's tenant.
+        """
+        return self._queue.enqueue(
+            record, stratum=stratum, inclusion_prob=inclusion_prob, tenant=tenant,
+            pair_trace_id=pair_trace_id, queue=queue, now=now,
+        )
+
+    def claim(
+        self,
+        reviewer: str,
+        lease_s: float,
+        tenants: Iterable[str] | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        now: float | None = None,
+    ) -> ReviewItem | None:
+        """Lease the oldest claimable item (queued, or a lapsed claim) to ``reviewer``."""
+        return self._queue.claim(reviewer, lease_s, tenants, queue=queue, now=now)
+
+    def submit_review(
+        self, item_id: int, reviewer: str, labels: dict[str, Any], *, now: float | None = None
+    ) -> Review:
+        """Store labels; raises ``ClaimError`` unless ``reviewer`` holds a valid claim, ``NotFound``."""
+        return self._queue.submit_review(item_id, reviewer, labels, now=now)
+
+    def release_expired_claims(self, now: float | None = None) -> int:
+        return self._queue.release_expired_claims(now)
+
+    def get_item(self, item_id: int) -> ReviewItem:
+        """The item; ``NotFound`` if there is none."""
+        return self._queue.get_item(item_id)
+
+    def item_for_trace(self, trace_id: str, *, queue: str = DEFAULT_QUEUE) -> ReviewItem | None:
+        return self._queue.item_for_trace(trace_id, queue=queue)
+
+    def queue_depth(self, *, queue: str | None = None, now: float | None = None) -> dict[str, int]:
+        """``{"queued": n, "claimed": n, "reviewed": n}``; lapsed claims count as queued."""
+        return self._queue.queue_depth(queue=queue, now=now)
+
+    def reviewed(
+        self, since: float | None = None, *, queue: str | None = None, limit: int | None = None
+    ) -> list[tuple[ReviewItem, Review]]:
+        return self._queue.reviewed(since, queue=queue, limit=limit)
+
+    # --- feedback and scores -------------------------------------------------------------------
+
+    def add_feedback(self, events: Iterable[FeedbackEvent]) -> int:
+        return self._feedback.add(events)
+
+    def feedback_for(self, trace_id: str) -> list[FeedbackEvent]:
+        return self._feedback.for_trace(trace_id)
+
+    def feedback_since(self, since: float) -> list[FeedbackEvent]:
+        return self._feedback.since(since)
+
+    def upsert_scores(self, scores: Iterable[Score], *, now: float | None = None) -> int:
+        """Insert or replace (trace, scorer) results: re-scoring never doubles a row."""
+        return self._scores.upsert(scores, now)
+
+    def scores_for(self, trace_id: str) -> dict[str, Score]:
+        return self._scores.for_trace(trace_id)
+
+    def scores(self, scorer: str, since: float | None = None) -> list[Score]:
+        return self._scores.by_scorer(scorer, since)
+
+    def unscored_items(self, scorer: str, limit: int = 100) -> list[ReviewItem]:
+        """The scorer worker's next batch: review items without a score from ``scorer``."""
+        return self._scores.unscored_items(scorer, limit)
+
+    def scorer_backlog(self, scorer: str | None = None) -> int:
+        """How many review items ``scorer`` (None: every scorer) has not scored yet."""
+        return self._scores.backlog(scorer)
+
+    # --- drift ---------------------------------------------------------------------------------
+
+    def reservoir_add(self, signal: str, window: str, items: Iterable[ReservoirItem], *,
+                      capacity: int | None = None, max_age_s: float | None = None,
+                      now: float | None = None) -> int:
+        """Offer items to ``window`` (``reference``: Algorithm R; ``current``: newest N)."""
+        return self._reservoirs.add(signal, window, items, capacity=capacity, max_age_s=max_age_s, now=now)
+
+    def reservoir_get(self, signal: str, window: str, *, since: float | None = None) -> tuple[Any, list[str]]:
+        """``(np.ndarray (n, dim) | list of values, trace_ids)`` of the window's current version."""
+        return self._reservoirs.get(signal, window, since=since)
+
+    def reservoir_info(self, signal: str, window: str) -> ReservoirInfo | None:
+        return self._reservoirs.info(signal, window)
+
+    def reset_reference(self, signal: str, model: str | None, source: str | None = None, *,
+                        now: float | None = None) -> int:
+        """New reference version for ``signal`` (embedding model changed); returns it."""
+        return self._reservoirs.reset_reference(signal, model, source, now=now)
+
+    def claim_run(self, profile: str, scheduled_for: float, holder: str, *, lease_s: float = 900.0,
+                  signal: str | None = None, detector: str | None = None, now: float | None = None) -> bool:
+        """True for exactly one replica per (profile, scheduled_for), again once a lease lapses unfinished."""
+        return self._runs.claim(profile, scheduled_for, holder, lease_s=lease_s, signal=signal,
+                                detector=detector, now=now)
+
+    def finish_run(self, profile: str, scheduled_for: float, holder: str, *, status: str = "ok",
+                   result: dict[str, Any] | None = None, now: float | None = None) -> bool:
+        """Record a run's outcome; False if ``holder`` lost the run to another replica."""
+        return self._runs.finish(profile, scheduled_for, holder, status=status, result=result, now=now)
+
+    def get_run(self, profile: str, scheduled_for: float) -> DriftRun | None:
+        return self._runs.get(profile, scheduled_for)
+
+    def drift_runs(self, profile: str | None = None, *, limit: int = 100) -> list[DriftRun]:
+        return self._runs.list(profile, limit=limit)
+
+    # --- coordination --------------------------------------------------------------------------
+
+    def try_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> bool:
+        """Take or renew the named lease lock; False while another holder's lease is valid."""
+        return self._locks.try_lock(name, holder, ttl_s, now=now)
+
+    def unlock(self, name: str, holder: str) -> bool:
+        return self._locks.unlock(name, holder)
+
+    def note_release(self, service: str, release: str, t: float | None = None) -> float:
+        """Record a sighting of ``release``; returns its first-seen time (earliest wins)."""
+        return self._releases.note(service, release, t)
+
+    def releases(self) -> list[Release]:
+        return self._releases.all()
+
+
+def open_store(url: str, *, migrate: bool = True, **options: Any) -> Store:
+    """A ``Store`` with its schema upgraded (unless ``migrate=False``)."""
+    store = Store(url, **options)
+    if migrate:
+        try:
+            store.migrate()
+        except BaseException:
+            store.close()
+            raise
+    return store

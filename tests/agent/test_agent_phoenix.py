@@ -1,0 +1,57 @@
+"""Forwarding to a real Phoenix server, and the agent's behaviour when Phoenix is down."""
+
+from __future__ import annotations
+
+import pytest
+
+import rag_monitor
+from tests.agent.test_agent_ingest import run_query
+from tests.services import free_port, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def phoenix_spans(url: str, project: str):
+    from phoenix.client import Client
+
+    return Client(base_url=url).spans.get_spans_dataframe(project_identifier=project)
+
+
+def test_forwarded_spans_are_readable_in_phoenix_and_redacted(start_agent, phoenix_server):
+    agent = start_agent(phoenix_url=phoenix_server.url, phoenix_project="rag-monitor-test")
+    monitor = rag_monitor.init(service_name="svc", endpoint=agent.otlp_url, release="r1")
+    try:
+        with monitor.query("my card 4111 1111 1111 1111 was charged twice, mail me at jo@example.com") as q:
+            with q.retrieve() as r:
+                r.documents([{"id": "doc-1", "content": "Duplicate charges are refunded."}])
+            q.answer("Duplicate charges are refunded.")
+        trace_id = run_query(monitor)
+        monitor.force_flush()
+    finally:
+        monitor.shutdown()
+    wait_until(lambda: (agent.metric("rag_agent_forwarded_spans_total", {"outcome": "sent"}) or 0) >= 1, timeout=20, what="forwarding")
+
+    def arrived():
+        frame = phoenix_spans(phoenix_server.url, "rag-monitor-test")
+        return frame if len(frame) >= 9 else None
+
+    wait_until(lambda: arrived() is not None, timeout=30, interval=0.5, what="spans in Phoenix")
+    frame = arrived()
+    assert trace_id in set(frame["context.trace_id"])
+    inputs = " ".join(str(v) for v in frame["attributes.input.value"].dropna())
+    assert "4111 1111 1111 1111" not in inputs and "jo@example.com" not in inputs
+    assert "<CARD>" in inputs and "<EMAIL>" in inputs
+    assert set(frame["span_kind"]) >= {"CHAIN", "RETRIEVER", "RERANKER", "LLM"}
+
+
+def test_phoenix_down_keeps_ingest_working_and_counts_failures(start_agent):
+    agent = start_agent(phoenix_url=f"http://127.0.0.1:{free_port()}")
+    monitor = rag_monitor.init(service_name="svc", endpoint=agent.otlp_url, release="r1")
+    try:
+        trace_id = run_query(monitor)
+        monitor.force_flush()
+    finally:
+        monitor.shutdown()
+    wait_until(lambda: agent.store.get_recent(trace_id) is not None, timeout=10, what="ingest despite Phoenix down")
+    wait_until(lambda: (agent.metric("rag_agent_forwarded_spans_total", {"outcome": "failed"}) or 0) >= 1, timeout=20, what="the failure count")
+    assert agent.metric_sum("rag_queries_total") == 1

@@ -1,0 +1,183 @@
+"""The shipped rule files: generated from the thresholds, valid, tested by promtool, and
+written against the metrics the agent defines."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from rag_monitor.alerts.generate import (
+    SCHEMA, ThresholdsError, format_duration, load_thresholds, parse_duration, render_rule_files, stale_rule_files,
+    validate_thresholds,
+)
+from rag_monitor.alerts.metrics import AgentMetrics
+from rag_monitor.alerts.rules import (
+    RuleFileError, annotation_names, load_rules, referenced_metrics, referenced_records, render_markdown,
+)
+from tests.services import require_binary
+
+ALERTS = Path(__file__).resolve().parents[2] / "alerts"
+RULES = ALERTS / "rules"
+PROMTOOL_TESTS = sorted((ALERTS / "tests").glob("*.test.yml"))
+
+# Scrape-time gauges of the review-stats collector, which the lead adds next to AgentMetrics.
+COLLECTOR_METRICS = {"rag_filter_false_exclusion_ratio", "rag_filter_false_exclusion_eligible", "rag_filter_false_exclusions"}
+
+GUARDRAIL_ALERTS = {
+    "RagFaithfulnessLow", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh",
+    "RagRegenerationRateOutsideBand", "RagCostPerQueryOverBudget", "RagDriftDetected",
+}
+
+
+def defined_metric_names() -> set[str]:
+    """Every series name AgentMetrics exposes, with the suffixes of its type."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    names = set()
+    for family in AgentMetrics(CollectorRegistry()).registry.collect():
+        names.update(family.name + s for s in suffixes[family.type])
+    return names
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return load_rules(RULES)
+
+
+def test_rule_files_are_generated_from_the_current_thresholds():
+    assert stale_rule_files(ALERTS) == [], "run: python -m rag_monitor.alerts.generate"
+
+
+def test_promtool_accepts_every_rule_file():
+    promtool = require_binary("promtool")
+    result = subprocess.run([promtool, "check", "rules", *sorted(map(str, RULES.glob("*.yml")))], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_unit_tests_pass():
+    promtool = require_binary("promtool")
+    result = subprocess.run([promtool, "test", "rules", *map(str, PROMTOOL_TESTS)], capture_output=True, text=True, cwd=ALERTS)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+
+
+def test_every_alert_has_promtool_cases_for_firing_quiet_and_both_triage_branches(rules):
+    cases: dict[str, list[list[dict]]] = {}
+    for path in PROMTOOL_TESTS:
+        for group in yaml.safe_load(path.read_text())["tests"]:
+            for case in group.get("alert_rule_test", []):
+                cases.setdefault(case["alertname"], []).append(case.get("exp_alerts") or [])
+    assert {r.name for r in rules if r.kind == "alert"} == GUARDRAIL_ALERTS == set(cases)
+    for name, expectations in cases.items():
+        triages = {a["exp_labels"]["triage"] for exp in expectations for a in exp}
+        assert triages == {"regression", "drift"}, name
+        assert sum(1 for exp in expectations if not exp) >= 2, f"{name}: needs quiet cases (good series, too little data)"
+        for exp in expectations:
+            for a in exp:
+                if a["exp_labels"]["triage"] == "regression":
+                    assert a["exp_labels"]["suspected_release"] and "suspected regression after release" in a["exp_annotations"]["triage"]
+                else:
+                    assert a["exp_annotations"]["triage"].startswith("suspected drift: no release")
+
+
+def test_rules_use_only_metrics_the_agent_defines(rules):
+    defined = defined_metric_names() | COLLECTOR_METRICS
+    used = {m for r in rules for m in referenced_metrics(r.expr)}
+    mentioned = {n for r in rules for n in annotation_names(r) if n.startswith("rag_")}
+    assert used, "the parser found no metric names"
+    assert used - defined == set()
+    # Runbooks and template queries name metrics too: they must exist (a bare family name is fine).
+    families = defined | {f.name for f in AgentMetrics(CollectorRegistry()).registry.collect()}
+    assert mentioned - families == set()
+
+
+def test_recorded_series_read_by_rules_and_annotations_exist(rules):
+    records = {r.name for r in rules if r.kind == "record"}
+    read = {n for r in rules for n in referenced_records(r.expr)} | {n for r in rules for n in annotation_names(r) if n.startswith("rag:")}
+    assert read - records == set()
+
+
+def test_every_alert_carries_severity_triage_and_runbook(rules):
+    for rule in (r for r in rules if r.kind == "alert"):
+        assert rule.severity in {"page", "warning"}, rule.name
+        assert "group_left (triage, suspected_release)" in rule.expr, rule.name
+        assert {"summary", "triage", "runbook"} <= set(rule.annotations), rule.name
+        runbook = rule.annotations["runbook"]
+        for part in ("Meaning:", "Check first:", "Phoenix", "First step:"):
+            assert part in runbook, (rule.name, part)
+
+
+def test_the_parser_ignores_names_in_strings_and_labels():
+    expr = 'sum by (intent) (rate(rag_queries_total{intent="rag_fake_total"}[5m])) / on (variant) rag:regeneration_ratio'
+    assert referenced_metrics(expr) == {"rag_queries_total"}
+    assert referenced_records(expr) == {"rag:regeneration_ratio"}
+
+
+def test_every_threshold_changes_the_generated_rules():
+    """Thresholds live in one place: each setting reaches the rules, none is a dead key."""
+    base = load_thresholds(ALERTS / "thresholds.yaml")
+    rendered = render_rule_files(base)
+    bumped = {"duration": lambda v: format_duration(parse_duration(v) + 60), "severity": lambda v: "warning" if v == "page" else "page",
+              "ratio": lambda v: v + 0.01 if v < 0.9 else v - 0.01, "count": lambda v: v + 1, "number": lambda v: v + 1}
+    for section, keys in SCHEMA.items():
+        for key, kind in keys.items():
+            changed = render_rule_files(load_thresholds(ALERTS / "thresholds.yaml", {f"{section}.{key}": bumped[kind](base[section][key])}))
+            assert changed != rendered, f"{section}.{key} does not reach the rules"
+
+
+def test_generation_writes_overridden_windows_and_durations(tmp_path):
+    from rag_monitor.alerts.generate import write_rule_files
+
+    thresholds = load_thresholds(ALERTS / "thresholds.yaml", {"faithfulness.window": "30s", "faithfulness.for": "2s"})
+    write_rule_files(tmp_path, thresholds)
+    faith = {r.name: r for r in load_rules(tmp_path) if r.file == "faithfulness.yml"}
+    assert faith["RagFaithfulnessLow"].for_ == "2s"
+    assert "[30s]" in faith["rag:faithfulness_unsupported_ratio"].expr and "[6h]" not in faith["rag:faithfulness_unsupported_ratio"].expr
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"faithfulness.window": "6 hours"}, "not a Prometheus duration"),
+    ({"faithfulness.max_unsupported_ratio": 1.5}, "within 0..1"),
+    ({"faithfulness.min_scored": 2.5}, "whole number"),
+    ({"drift.severity": "critical"}, "severity must be one of"),
+    ({"latency.p95_slo": 3}, "names no threshold"),
+    ({"regeneration.min_seasons": 9}, "must not exceed"),
+])
+def test_bad_thresholds_are_rejected_with_the_key(overrides, message):
+    with pytest.raises(ThresholdsError, match=message):
+        load_thresholds(ALERTS / "thresholds.yaml", overrides)
+
+
+def test_unknown_or_missing_keys_are_rejected():
+    raw = yaml.safe_load((ALERTS / "thresholds.yaml").read_text())
+    raw["cost"]["max_usd"] = 1
+    with pytest.raises(ThresholdsError, match=r"cost: unknown keys \['max_usd'\]"):
+        validate_thresholds(raw)
+    del raw["cost"]["max_usd"], raw["drift"]
+    with pytest.raises(ThresholdsError, match="missing section 'drift'"):
+        validate_thresholds(raw)
+
+
+def test_durations_round_trip():
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("500ms") == 0.5
+    assert format_duration(3 * 604800) == "3w"
+    assert format_duration(90061) == "1d1h1m1s"
+
+
+def test_render_markdown_lists_alerts_thresholds_and_records(rules):
+    text = render_markdown(rules, load_thresholds(ALERTS / "thresholds.yaml"))
+    for rule in rules:
+        assert f"`{rule.name}`" in text
+    assert "| `faithfulness.max_unsupported_ratio` | `0.2` |" in text
+    assert "**RagDriftDetected**: Meaning:" in text
+
+
+def test_load_rules_rejects_malformed_files(tmp_path):
+    with pytest.raises(RuleFileError, match="no rule files"):
+        load_rules(tmp_path)
+    (tmp_path / "bad.yml").write_text("groups:\n- name: g\n  rules:\n  - alert: A\n    record: b\n    expr: up\n")
+    with pytest.raises(RuleFileError, match="exactly one of 'alert' or 'record'"):
+        load_rules(tmp_path)

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import pytest
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from rag_monitor.collectors import (
+    BodyTooLarge,
+    IngestLimits,
+    OTLPDecodeError,
+    UnsupportedMediaType,
+    decode_export_request,
+    encode_export_request,
+)
+from tests.collectors.helpers import JSON, PROTOBUF, json_body, memory_tracer, protobuf_body
+
+LIMITS = IngestLimits()
+
+
+def _sdk_spans(vector=(0.1, 0.2, 0.3)):
+    with memory_tracer("svc", "1.2.3") as (provider, exporter):
+        tracer = provider.get_tracer("t")
+        with tracer.start_as_current_span("rag.query", kind=SpanKind.SERVER) as root:
+            root.set_attribute("input.value", "How do I cancel?")
+            root.set_attribute("rag.citations", ["d1", "d2"])
+            root.set_attribute("rag.answer.confidence", 0.75)
+            root.set_attribute("rag.answer.refused", False)
+            root.set_attribute("big.int", 2**62)
+            with tracer.start_as_current_span("embed") as embed:
+                embed.set_attribute("embedding.model_name", "m")
+                embed.set_attribute("embedding.embeddings.0.embedding.vector", list(vector))
+                embed.add_event("cache-miss", {"k": "v"})
+            with tracer.start_as_current_span("generate") as gen:
+                gen.set_status(Status(StatusCode.ERROR, "boom"))
+        return exporter.get_finished_spans()
+
+
+@pytest.mark.parametrize("encoding", ["proto", "json", "json-base64-ids"])
+def test_decodes_real_exporter_bodies(encoding):
+    spans = _sdk_spans()
+    if encoding == "proto":
+        body, content_type = protobuf_body(spans), PROTOBUF
+    else:
+        body, content_type = json_body(spans, hex_ids=encoding == "json"), JSON + "; charset=utf-8"
+    result = decode_export_request(body, content_type, limits=LIMITS)
+    assert result.rejected_spans == 0 and result.error_message is None
+    by_name = {s.name: s for s in result.spans}
+    root, embed, gen = by_name["rag.query"], by_name["embed"], by_name["generate"]
+    sdk_root = next(s for s in spans if s.name == "rag.query")
+    assert root.trace_id == format(sdk_root.context.trace_id, "032x")
+    assert root.span_id == format(sdk_root.context.span_id, "016x")
+    assert root.parent_span_id is None and embed.parent_span_id == root.span_id
+    assert root.kind == 2 and root.start_ns == sdk_root.start_time and root.end_ns == sdk_root.end_time
+    assert root.attributes["input.value"] == "How do I cancel?"
+    assert root.attributes["rag.citations"] == ["d1", "d2"]
+    assert root.attributes["rag.answer.confidence"] == 0.75
+    assert root.attributes["rag.answer.refused"] is False
+    assert root.attributes["big.int"] == 2**62
+    assert root.resource["service.name"] == "svc" and root.resource["service.version"] == "1.2.3"
+    assert embed.attributes["embedding.embeddings.0.embedding.vector"] == [0.1, 0.2, 0.3]
+    assert embed.events[0].name == "cache-miss" and embed.events[0].attributes == {"k": "v"}
+    assert gen.status_code == 2 and gen.status_message == "boom"
+
+
+def test_gzip_and_deflate():
+    spans = _sdk_spans()
+    body = protobuf_body(spans)
+    plain = decode_export_request(body, PROTOBUF, limits=LIMITS).spans
+    assert decode_export_request(gzip.compress(body), PROTOBUF, "gzip", limits=LIMITS).spans == plain
+    import zlib
+
+    assert decode_export_request(zlib.compress(body), PROTOBUF, "deflate", limits=LIMITS).spans == plain
+
+
+def test_malformed_bodies_raise_clear_errors():
+    with pytest.raises(OTLPDecodeError, match="not a valid protobuf"):
+        decode_export_request(b"\xff\xff\xff\xff", PROTOBUF, limits=LIMITS)
+    with pytest.raises(OTLPDecodeError, match="not valid JSON"):
+        decode_export_request(b"{not json", JSON, limits=LIMITS)
+    with pytest.raises(OTLPDecodeError, match="must be an object"):
+        decode_export_request(b"[1, 2]", JSON, limits=LIMITS)
+    with pytest.raises(OTLPDecodeError, match="not valid gzip"):
+        decode_export_request(b"not gzip at all", PROTOBUF, "gzip", limits=LIMITS)
+    with pytest.raises(OTLPDecodeError, match="truncated"):
+        decode_export_request(gzip.compress(protobuf_body(_sdk_spans()))[:-12], PROTOBUF, "gzip", limits=LIMITS)
+    with pytest.raises(OTLPDecodeError, match="not a valid OTLP JSON"):
+        decode_export_request(('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "' + "1" * 32 + '", "spanId": "' + "2" * 16 + '", "startTimeUnixNano": "soon"}]}]}]}').encode(), JSON, limits=LIMITS)
+
+
+def test_unsupported_content_type_and_encoding():
+    with pytest.raises(UnsupportedMediaType, match="text/plain"):
+        decode_export_request(b"", "text/plain", limits=LIMITS)
+    with pytest.raises(UnsupportedMediaType, match="br"):
+        decode_export_request(b"", PROTOBUF, "br", limits=LIMITS)
+
+
+def test_oversize_body_and_gzip_bomb():
+    limits = IngestLimits(max_body_bytes=10_000)
+    with pytest.raises(BodyTooLarge, match="10000"):
+        decode_export_request(b"\x00" * 10_001, PROTOBUF, limits=limits)
+    bomb = gzip.compress(b"\x00" * 50_000_000)  # ~50 KB that expands to 50 MB
+    assert len(bomb) < 100_000
+    with pytest.raises(BodyTooLarge):
+        decode_export_request(bomb, PROTOBUF, "gzip", limits=limits)
+
+
+def test_long_attributes_are_truncated_and_counted():
+    with memory_tracer() as (provider, exporter):
+        with provider.get_tracer("t").start_as_current_span("s") as span:
+            span.set_attribute("long", "x" * 500)
+            span.set_attribute("long.list", ["y" * 300, "short"])
+            span.set_attribute("ok", "z" * 100)
+        spans = exporter.get_finished_spans()
+    for body, ctype in ((protobuf_body(spans), PROTOBUF), (json_body(spans), JSON)):
+        result = decode_export_request(body, ctype, limits=IngestLimits(max_attribute_chars=100))
+        attrs = result.spans[0].attributes
+        assert attrs["long"] == "x" * 100 and attrs["long.list"] == ["y" * 100, "short"] and attrs["ok"] == "z" * 100
+        assert result.truncated_attributes == 2 and result.rejected_spans == 0
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_embeddings_are_dropped_and_counted(bad):
+    spans = _sdk_spans(vector=(0.1, bad, 0.3))
+    for body, ctype in ((protobuf_body(spans), PROTOBUF), (json_body(spans), JSON)):
+        result = decode_export_request(body, ctype, limits=LIMITS)
+        embed = next(s for s in result.spans if s.name == "embed")
+        assert "embedding.embeddings.0.embedding.vector" not in embed.attributes
+        assert embed.attributes["embedding.model_name"] == "m"  # the rest of the span is kept
+        assert result.rejected_embeddings == 1 and len(result.spans) == 3
+
+
+def test_too_many_dimensions_rejected():
+    result = decode_export_request(protobuf_body(_sdk_spans(vector=[0.5] * 9)), PROTOBUF, limits=IngestLimits(max_embedding_dim=8))
+    assert result.rejected_embeddings == 1
+
+
+def test_bad_ids_reject_the_span_not_the_batch():
+    document = json.loads(json_body(_sdk_spans()))
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[0]["traceId"] = "0" * 32  # all-zero: invalid
+    spans[1]["spanId"] = "abcd"  # wrong length
+    spans.append({"name": "no-id", "traceId": "1" * 32})  # missing span id
+    result = decode_export_request(json.dumps(document).encode(), JSON, limits=LIMITS)
+    assert len(result.spans) == 1 and result.rejected_spans == 3
+    assert "trace id" in result.error_message and "span id" in result.error_message and "no-id" in result.error_message
+
+
+def test_encode_round_trip():
+    original = decode_export_request(protobuf_body(_sdk_spans()), PROTOBUF, limits=LIMITS).spans
+    original[0].attributes["nested"] = {"a": [1, 2.5, True, None, b"\x01"], "b": {}}
+    original[0].attributes["empty.list"] = []
+    again = decode_export_request(encode_export_request(original), PROTOBUF, limits=LIMITS).spans
+    assert again == original
+
+
+def test_empty_bodies_are_valid():
+    assert decode_export_request(b"", PROTOBUF, limits=LIMITS).spans == []
+    assert decode_export_request(b"{}", JSON, limits=LIMITS).spans == []

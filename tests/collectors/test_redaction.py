@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from rag_monitor.collectors import Redactor, Span
+from rag_monitor.collectors.redaction import iban_valid, luhn_valid
+from rag_monitor.record import Document, Feedback, QueryRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+R = Redactor()
+
+POSITIVE = [
+    ("write to jo.doe+rag@mail.example.co.uk today", "email", "<EMAIL>"),
+    ("call +44 20 7946 0958 now", "phone", "<PHONE>"),
+    ("call +1 (415) 555-2671 now", "phone", "<PHONE>"),
+    ("call (555) 123-4567 now", "phone", "<PHONE>"),
+    ("call 555-123-4567 now", "phone", "<PHONE>"),
+    ("call 555.123.4567 now", "phone", "<PHONE>"),
+    ("card 4111 1111 1111 1111 ok", "card", "<CARD>"),
+    ("card 5500-0000-0000-0004 ok", "card", "<CARD>"),
+    ("card 378282246310005 ok", "card", "<CARD>"),
+    ("iban DE89 3704 0044 0532 0130 00 ok", "iban", "<IBAN>"),
+    ("iban GB82WEST12345698765432 ok", "iban", "<IBAN>"),
+    ("from 192.168.10.254 ok", "ip", "<IP>"),
+    ("from 2001:db8:85a3::8a2e:370:7334 ok", "ip", "<IP>"),
+    ("from ::1 ok", "ip", "<IP>"),
+]
+
+NEGATIVE = [
+    "card 4111 1111 1111 1112 fails Luhn",
+    "iban DE89 3704 0044 0532 0130 01 fails mod-97",
+    "in 2024 and 1999 the price was $1,299.00 or 15.5%",
+    "order 123456789 shipped; doc-2024-11-30 and ticket #4521",
+    "dates 2024-11-30, 30.11.2024 and 10:30:00",
+    "version 1.2.3 and 3.11.4-rc1, ISBN 978-3-16-148410-0",
+    "account 12345678901234 (not Luhn)",
+    "256.1.1.1 is not an address, nor is 1.2.3",
+]
+
+
+@pytest.mark.parametrize("text,kind,token", POSITIVE)
+def test_each_kind_redacted(text, kind, token):
+    redacted, counts = R.redact_text(text)
+    assert token in redacted and counts == {kind: 1}, redacted
+    assert redacted.split()[0] == text.split()[0] and redacted.split()[-1] == text.split()[-1]
+
+
+@pytest.mark.parametrize("text", NEGATIVE)
+def test_ordinary_numbers_kept(text):
+    assert R.redact_text(text) == (text, {})
+
+
+def test_checksums():
+    assert luhn_valid("4111111111111111") and not luhn_valid("4111111111111112")
+    assert iban_valid("GB82WEST12345698765432") and not iban_valid("GB82WEST12345698765433")
+
+
+def _luhn_complete(prefix: str) -> str:
+    for d in "0123456789":
+        if luhn_valid(prefix + d):
+            return prefix + d
+    raise AssertionError
+
+
+def test_seeded_corpus():
+    """Random sentences with planted PII: every plant found, nothing else touched."""
+    rng = random.Random(20261130)
+    words = "the refund policy covers orders in 2023 priced at 49.99 under plan 12 for users".split()
+    expected = {"email": 0, "card": 0, "phone": 0, "ip": 0}
+    for _ in range(200):
+        sentence = [rng.choice(words) for _ in range(8)]
+        kind = rng.choice([*expected, None])
+        if kind == "email":
+            sentence.insert(3, f"user{rng.randrange(999)}@example{rng.randrange(9)}.com")
+        elif kind == "card":
+            sentence.insert(3, _luhn_complete("4" + "".join(rng.choice("0123456789") for _ in range(14))))
+        elif kind == "phone":
+            sentence.insert(3, f"({rng.randrange(200, 999)}) {rng.randrange(200, 999)}-{rng.randrange(1000, 9999)}")
+        elif kind == "ip":
+            sentence.insert(3, ".".join(str(rng.randrange(1, 255)) for _ in range(4)))
+        if kind:
+            expected[kind] += 1
+        text = " ".join(sentence)
+        redacted, counts = R.redact_text(text)
+        assert dict(counts) == ({kind: 1} if kind else {}), text
+        if kind:
+            assert redacted.split()[3].startswith("<") and redacted.split()[:3] == sentence[:3]
+    assert all(expected.values())
+
+
+def test_custom_rule_from_yaml(tmp_path):
+    shipped = Redactor.load(ROOT / "collectors" / "redaction.yaml")
+    assert shipped.redact_text("ssn 123-45-6789") == ("ssn <SSN>", {"us_ssn": 1})
+    path = tmp_path / "r.yaml"
+    path.write_text("disable_builtin: [ip]\nrules:\n  - name: employee\n    pattern: 'emp-\\d{4}'\n    replacement: '<EMP>'\n    ignore_case: true\n")
+    custom = Redactor.load(path)
+    assert custom.redact_text("EMP-1234 from 10.0.0.1") == ("<EMP> from 10.0.0.1", {"employee": 1})
+    path.write_text("rules:\n  - name: broken\n    pattern: '('\n")
+    with pytest.raises(ValueError, match="broken"):
+        Redactor.load(path)
+
+
+def test_presidio_is_optional():
+    try:
+        import presidio_analyzer  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="presidio"):
+            Redactor(use_presidio=True)
+    else:
+        pytest.skip("presidio installed: the ImportError path cannot be checked")
+
+
+def test_redact_span_every_string_never_ids():
+    span = Span("1" * 32, "2" * 16, None, "rag.query", 1, 1, 2, attributes={
+        "input.value": "mail me at a@b.io", "tags": ["x", "ip 10.1.2.3"], "retrieval.documents.0.document.id": "a@b.io",
+        "session.id": "4111111111111111", "n": 4111111111111111, "nested": {"k": "call 555-123-4567"},
+    })
+    counts = R.redact_span(span)
+    assert counts == {"email": 1, "ip": 1, "phone": 1}
+    a = span.attributes
+    assert a["input.value"] == "mail me at <EMAIL>" and a["tags"] == ["x", "ip <IP>"] and a["nested"] == {"k": "call <PHONE>"}
+    assert a["retrieval.documents.0.document.id"] == "a@b.io" and a["session.id"] == "4111111111111111" and a["n"] == 4111111111111111
+    assert span.trace_id == "1" * 32
+
+
+def test_redact_record():
+    doc = Document("d1", "contact a@b.io")
+    record = QueryRecord("1" * 32, "2" * 16, 0, 1, query="I am x@y.org", answer="call +44 20 7946 0958", user_id="u@corp.com",
+                         retrieved=[doc], delivered=[doc], feedback=[Feedback("thumbs_down", 1, reason="card 4111-1111-1111-1111")])
+    counts = R.redact_record(record)
+    assert counts == {"email": 3, "phone": 1, "card": 1}  # the shared document counted once
+    assert (record.query, record.answer, doc.content, record.feedback[0].reason) == ("I am <EMAIL>", "call <PHONE>", "contact <EMAIL>", "card <CARD>")

@@ -1,0 +1,114 @@
+"""MMDDrift: verdicts on synthetic shifts, and the one-matrix permutation test against a naive loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rag_monitor.detectors import DriftResult, MMDDrift
+from rag_monitor.detectors.mmd import median_heuristic_sigma, mmd2_permutation_statistics, permutation_labels
+
+
+def gaussian(rng: np.random.Generator, n: int, dim: int = 8, mean: float = 0.0) -> np.ndarray:
+    return rng.normal(mean, 1.0, size=(n, dim))
+
+
+def naive_permutation_p_value(reference, current, sigma, n_permutations, seed):
+    """Textbook version: full kernel, then one relabelled sum per permutation (float64)."""
+    pooled = np.concatenate([reference, current]).astype(np.float64)
+    squared = ((pooled[:, None, :] - pooled[None, :, :]) ** 2).sum(-1)
+    kernel = np.exp(-squared / (2 * sigma**2))
+    np.fill_diagonal(kernel, 0.0)
+
+    def unbiased_mmd2(is_current):
+        ref, cur = ~is_current, is_current
+        n, m = ref.sum(), cur.sum()
+        return (
+            kernel[np.ix_(ref, ref)].sum() / (n * (n - 1))
+            + kernel[np.ix_(cur, cur)].sum() / (m * (m - 1))
+            - 2 * kernel[np.ix_(ref, cur)].mean()
+        )
+
+    labels = permutation_labels(len(reference), len(current), n_permutations, seed)
+    statistics = np.array([unbiased_mmd2(row) for row in labels])
+    return float(np.mean(statistics[1:] >= statistics[0])), statistics
+
+
+def test_same_distribution_gives_high_p_value_and_mean_shift_low():
+    rng = np.random.default_rng(0)
+    detector = MMDDrift(signal="query_embedding", seed=1).fit(gaussian(rng, 200))
+    same = detector.predict(gaussian(rng, 150))
+    shifted = detector.predict(gaussian(rng, 150, mean=0.6))
+    assert isinstance(same, DriftResult)
+    assert not same.is_drift and same.p_value > 0.2
+    assert shifted.is_drift and shifted.p_value == 0.0
+    assert shifted.statistic > 10 * abs(same.statistic)
+    assert (shifted.detector, shifted.signal, shifted.threshold) == ("mmd", "query_embedding", 0.05)
+    assert (shifted.n_reference, shifted.n_current) == (200, 150)
+    assert shifted.metadata["sigma"] == detector.sigma_
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_one_matrix_permutation_test_matches_naive_loop(dtype):
+    rng = np.random.default_rng(3)
+    reference, current = gaussian(rng, 40), gaussian(rng, 30, mean=0.1)
+    detector = MMDDrift(n_permutations=200, seed=11, dtype=dtype, chunk_size=16).fit(reference)
+    result = detector.predict(current)
+    naive_p, naive_statistics = naive_permutation_p_value(reference, current, detector.sigma_, 200, seed=11)
+    assert result.p_value == naive_p
+    tolerance = 1e-12 if dtype == "float64" else 1e-6
+    assert result.statistic == pytest.approx(naive_statistics[0], abs=tolerance)
+    assert 0.0 < naive_p < 1.0  # an informative case: neither extreme
+
+
+def test_chunked_equals_unchunked():
+    rng = np.random.default_rng(5)
+    pooled = gaussian(rng, 75, dim=6)
+    labels = permutation_labels(45, 30, 50, seed=2)
+    whole = mmd2_permutation_statistics(pooled, labels, 1.7, chunk_size=None)
+    for chunk_size in (1, 7, 32, 74, 1000):
+        np.testing.assert_allclose(mmd2_permutation_statistics(pooled, labels, 1.7, chunk_size=chunk_size), whole, rtol=0, atol=1e-13)
+
+
+def test_same_seed_same_p_value_and_seed_none_draws_fresh_permutations():
+    rng = np.random.default_rng(8)
+    reference, current = gaussian(rng, 60), gaussian(rng, 60, mean=0.1)
+    first = MMDDrift(seed=4).fit(reference).predict(current)
+    again = MMDDrift(seed=4).fit(reference).predict(current)
+    assert first == again
+    unseeded = MMDDrift(seed=None, n_permutations=500).fit(reference)
+    p_values = {unseeded.predict(current).p_value for _ in range(4)}
+    assert len(p_values) > 1
+
+
+def test_median_heuristic_matches_alibi_definition():
+    rng = np.random.default_rng(9)
+    points = gaussian(rng, 31, dim=4)
+    distances = ((points[:, None] - points[None]) ** 2).sum(-1)
+    # alibi-detect: sorted flattened matrix, index n + (n*n - n) // 2 - 1 skips the zero diagonal
+    n = len(points)
+    expected = np.sqrt(0.5 * np.sort(distances.ravel())[n + (n * n - n) // 2 - 1])
+    assert median_heuristic_sigma(points) == pytest.approx(expected, rel=1e-12)
+
+
+def test_predict_does_not_mutate_reference():
+    rng = np.random.default_rng(2)
+    reference = gaussian(rng, 50)
+    detector = MMDDrift().fit(reference)
+    stored = detector._reference.copy()
+    sigma = detector.sigma_
+    for _ in range(3):
+        detector.predict(gaussian(rng, 40, mean=1.0))
+    np.testing.assert_array_equal(detector._reference, stored)
+    assert detector.sigma_ == sigma and detector.n_reference == 50
+
+
+def test_update_reference_appends_and_trims():
+    rng = np.random.default_rng(2)
+    detector = MMDDrift().fit(gaussian(rng, 50))
+    old_sigma = detector.sigma_
+    newest = gaussian(rng, 30, mean=2.0)
+    detector.update_reference(newest, max_size=40)
+    assert detector.n_reference == 40
+    np.testing.assert_array_equal(detector._reference[-30:], newest.astype(np.float32))
+    assert detector.sigma_ != old_sigma  # the kernel width follows the new reference

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import pytest
+
+from rag_monitor.record import Feedback
+from rag_monitor.store import FeedbackEvent, Score
+from tests.store.conftest import make_record
+
+
+def test_recent_records_put_get_and_prune(store):
+    assert store.put_recent([make_record(i) for i in range(1, 4)], now=1000.0) == 3
+    assert store.put_recent([make_record(i) for i in range(4, 6)], now=3000.0) == 2
+    assert store.put_recent([]) == 0
+    assert store.get_recent(make_record(2).trace_id) == make_record(2)
+    assert store.get_recent("0" * 32) is None
+    # A trace re-assembled from a late batch replaces its record and refreshes its age.
+    store.put_recent([make_record(1, "late")], now=3000.0)
+    assert store.get_recent(make_record(1).trace_id).tenant == "late"
+    # Default ttl is one hour: at 4700 s, the rows written at 1000 s are older than that.
+    assert store.prune_recent(now=4700.0) == 2
+    assert store.recent_count() == 3
+    assert store.get_recent(make_record(2).trace_id) is None
+
+
+def test_recent_records_accept_dicts_and_reject_garbage(store):
+    store.put_recent([make_record(7).to_dict()], now=1.0)
+    assert store.get_recent(make_record(7).trace_id).query == "question 7"
+    with pytest.raises(TypeError):
+        store.put_recent([{"no": "trace id"}])
+
+
+def test_feedback_events(store):
+    trace = make_record(1).trace_id
+    events = [
+        FeedbackEvent.from_feedback(trace, Feedback("thumbs_down", 2_000_000_000, reason="wrong")),
+        FeedbackEvent(trace, "dwell", 3.0, value=12.5),
+        FeedbackEvent(make_record(2).trace_id, "copy", 4.0, value="answer"),
+    ]
+    assert store.add_feedback(events) == 3
+    assert store.feedback_for(trace) == events[:2]
+    assert store.feedback_since(3.5) == events[2:]
+    with pytest.raises(TypeError, match="FeedbackEvent"):
+        store.add_feedback([("trace", "thumbs_up")])
+
+
+def test_scores_upsert_is_idempotent_and_backlog_shrinks(store):
+    for i in range(1, 5):
+        store.enqueue(make_record(i), stratum="base", inclusion_prob=0.1)
+    assert store.scorer_backlog("hhem") == 4 == store.scorer_backlog()
+    batch = [item.trace_id for item in store.unscored_items("hhem", limit=3)]
+    assert batch == [make_record(i).trace_id for i in (1, 2, 3)]
+
+    results = [Score(batch[0], "hhem", 0.91, "2.1"), Score(batch[1], "hhem", None, "2.1", label="no_claims")]
+    store.upsert_scores(results, now=10.0)
+    # The worker crashed before acking and scores the same traces again: no double rows.
+    store.upsert_scores([Score(batch[0], "hhem", 0.42, "2.2"), results[1]], now=20.0)
+    assert store.scorer_backlog("hhem") == 2
+    assert store.scorer_backlog("lexical") == 4
+    assert [i.trace_id for i in store.unscored_items("hhem", limit=10)] == [make_record(i).trace_id for i in (3, 4)]
+    assert store.scores_for(batch[0]) == {"hhem": Score(batch[0], "hhem", 0.42, "2.2", None, 20.0)}
+    assert [(s.trace_id, s.score) for s in store.scores("hhem")] == [(batch[0], 0.42), (batch[1], None)]
+    store.upsert_scores([Score(batch[2], "lexical", 0.5, "1")], now=30.0)
+    assert store.scorer_backlog() == 1  # only trace 4 has no score from any scorer
+
+
+def test_scores_reject_non_finite_and_bad_limits(store):
+    with pytest.raises(ValueError, match="finite"):
+        Score("a" * 32, "hhem", float("nan"), "1")
+    with pytest.raises(ValueError, match="limit"):
+        store.unscored_items("hhem", limit=0)
+
+
+def test_release_first_seen_is_the_earliest_sighting(store):
+    assert store.note_release("rag-api", "v2", 200.0) == 200.0
+    assert store.note_release("rag-api", "v2", 300.0) == 200.0
+    assert store.note_release("rag-api", "v2", 150.0) == 150.0  # a replica saw it earlier
+    store.note_release("rag-api", "v1", 100.0)
+    store.note_release("other", "v2", 250.0)
+    assert [(r.service, r.release, r.first_seen) for r in store.releases()] == [
+        ("rag-api", "v1", 100.0), ("rag-api", "v2", 150.0), ("other", "v2", 250.0)]
