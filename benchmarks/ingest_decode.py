@@ -39,7 +39,7 @@ from rag_monitor.collectors import IngestLimits, Redactor, TraceAssembler, decod
 
 TRACES, BATCH = 200, 50
 WORDS = ("the billing settings page lets customers cancel plans refunds arrive within 5 business days after approval "
-         "since 2024 at 49.99 per month or 14 days").split()
+         "since 2024 at 49.99 per month or 14 days via sign-in and e-mail").split()
 
 
 def build_payloads(seed: int = 7) -> list[bytes]:
@@ -130,7 +130,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
     payloads = build_payloads()
-    limits, redactor = IngestLimits(), Redactor()
+    root = Path(__file__).resolve().parents[1]
+    # The configuration the agent ships with: built-in kinds plus the operator rules in the YAML.
+    limits, redactor = IngestLimits.load(root / "collectors" / "ingest.yaml"), Redactor.load(root / "collectors" / "redaction.yaml")
     spans = baseline(payloads)
     ours(payloads, limits, redactor)  # warm-up
     base_times, our_times = [], []
@@ -138,6 +140,8 @@ def main() -> None:
         t = time.perf_counter(); baseline(payloads); base_times.append(time.perf_counter() - t)
         t = time.perf_counter(); ours(payloads, limits, redactor); our_times.append(time.perf_counter() - t)
     base, mine = statistics.median(base_times), statistics.median(our_times)
+    # Also the median of paired ratios: robust to load on a shared machine changing between pairs.
+    paired = statistics.median(b / o for b, o in zip(base_times, our_times))
     result = {
         "traces": TRACES,
         "spans": spans,
@@ -146,6 +150,7 @@ def main() -> None:
         "baseline_spans_per_s": spans / base,
         "ingest_spans_per_s": spans / mine,
         "ratio": base / mine,
+        "paired_ratio_median": paired,
         "target_ratio": 0.5,
         "whole_agent_budget_ratio": 0.25,
         "what": "ingest = decode_export_request + redact_span (every span) + TraceAssembler.add (records built); baseline = protobuf parse + attributes into dicts",

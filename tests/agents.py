@@ -62,6 +62,8 @@ def start_agent(tmp_path) -> Iterator[Callable[..., RunningAgent]]:
             "otlp_port": free_port(),
             "http_port": free_port(),
             "root_timeout_s": 5.0,
+            "detector_profiles": "",  # no drift jobs (and no embedding model) unless a test asks
+            "hhem_model_path": "",
             **overrides,
         })
         agent = Agent(settings)

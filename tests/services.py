@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -130,13 +131,16 @@ class PostgresServer:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory) -> Iterator[PostgresServer]:
-    server = PostgresServer(tmp_path_factory.mktemp("pg"))
+def postgres_server() -> Iterator[PostgresServer]:
+    # Not under pytest's tmp_path: that tree is 0700 root, and the cluster runs as `postgres`.
+    root = Path(tempfile.mkdtemp(prefix="rag-monitor-pg-"))
+    server = PostgresServer(root)
     server.start()
     try:
         yield server
     finally:
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 _db_counter = iter(range(1_000_000))

@@ -65,6 +65,8 @@ class IngestPipeline:
         self.limits = limits
         self.forward = forward
         self.on_sampled = on_sampled
+        self.on_records: Callable[[list[QueryRecord]], None] | None = None
+        """Called with every batch of kept records (the drift feed's O(1) offer)."""
         self.clock = clock
         # The assembler and the regeneration detector are stateful: one request at a time.
         self._lock = threading.Lock()
@@ -121,6 +123,8 @@ class IngestPipeline:
             self.observer.observe(record)
         for record, feedback in late:
             self.observer.observe_feedback(record, feedback)
+        if output.records and self.on_records is not None:
+            self.on_records(output.records)
 
     # --- persistence ----------------------------------------------------------------------
 

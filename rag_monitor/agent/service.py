@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
+from rag_monitor import semconv
 from rag_monitor.agent.forwarder import SpanForwarder
 from rag_monitor.agent.http import health_routes, metrics_routes, otlp_app
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
@@ -86,7 +88,7 @@ class Agent:
         if s.phoenix_url:
             self.forwarder = SpanForwarder(
                 s.phoenix_url,
-                encode=lambda spans: encode_export_request(spans, project=s.phoenix_project),
+                encode=lambda spans: encode_export_request(_with_project(spans, s.phoenix_project)),
                 on_outcome=lambda outcome, n: self.metrics.forwarded_spans.labels(outcome).inc(n),
                 max_queue=s.forward_queue_spans,
             )
@@ -119,6 +121,21 @@ class Agent:
             self.store, FaithfulnessWorker(scorer), self.metrics, self.observer.labels_of,
             annotate=phoenix_annotator(s.phoenix_url) if s.phoenix_url else None,
         )
+        from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
+        from rag_monitor.detectors.jobs import DriftScheduler
+        from rag_monitor.detectors.profiles import load_profiles
+
+        profiles_file = _config_path(s.detector_profiles)
+        self.profiles = load_profiles(profiles_file) if profiles_file else []
+        self.drift_feed = DriftFeed(
+            self.store, self.profiles,
+            embedder=SentenceEmbedder(s.embedding_model, threads=s.torch_threads),
+            embedding_model=s.embedding_model,
+            on_dropped=lambda n: self.metrics.spans_dropped.labels("drift_feed_full").inc(n),
+        )
+        self.pipeline.on_records = self.drift_feed.offer
+        self.instance = f"{socket.gethostname()}:{os.getpid()}:{s.otlp_port}"
+        self.drift = DriftScheduler(self.store, self.profiles, holder=self.instance)
         self._servers: list = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -155,12 +172,29 @@ class Agent:
         self.review_stats.invalidate()
 
     def refresh_gauges(self) -> None:
-        """Gauges read from the store at scrape time (shared by every replica)."""
+        """Gauges read from the store at scrape time (the same on every replica)."""
         try:
             for state, n in self.store.queue_depth().items():
                 self.metrics.review_queue_depth.labels(state).set(n)
+            for profile in self.profiles:
+                self._export_drift(profile)
         except Exception as exc:  # noqa: BLE001 - a scrape must still answer when the store is down
-            log.warning("could not read queue depth: %s", exc)
+            log.warning("could not read store gauges: %s", exc)
+
+    def _export_drift(self, profile) -> None:
+        """The latest completed run of a profile, whichever replica ran it."""
+        for run in self.store.drift_runs(profile.name, limit=5):
+            result = run.result or {}
+            if result.get("status") != "done":
+                continue
+            m, labels = self.metrics, (profile.signal, profile.detector)
+            m.drift_statistic.labels(*labels).set(result["statistic"])
+            m.drift_p_value.labels(*labels).set(result["p_value"])
+            m.drift_detected.labels(*labels).set(1 if result["is_drift"] else 0)
+            m.drift_window_size.labels(*labels, "reference").set(result["n_reference"])
+            m.drift_window_size.labels(*labels, "current").set(result["n_current"])
+            m.drift_last_run.labels(*labels).set(run.finished_at or run.started_at)
+            return
 
     # --- background work --------------------------------------------------------------------
 
@@ -200,6 +234,9 @@ class Agent:
             self.forwarder.start()
         self._every(max(1.0, min(10.0, self.limits.root_timeout_s / 4)), self._maintenance, "maintenance")
         self._every(self.settings.score_interval_s, self.scoring.tick, "scoring")
+        if self.profiles:
+            self._every(self.settings.drift_feed_interval_s, self.drift_feed.tick, "drift-feed")
+            self.drift.start()
 
     def start(self, timeout_s: float = 30.0) -> None:
         """Serve in a background thread; returns once both servers accept connections."""
@@ -248,12 +285,23 @@ class Agent:
 
     def _shutdown_background(self) -> None:
         self._stop_event.set()
+        self.drift.shutdown()
         for thread in self._workers:
             thread.join(5)
         if self.forwarder:
             self.forwarder.flush(5)
             self.forwarder.shutdown()
         self.store.close()
+
+
+def _with_project(spans, project: str):
+    """Spans keep the Phoenix project their app chose; the rest land in ``project``."""
+    seen: set[int] = set()
+    for span in spans:
+        if id(span.resource) not in seen:
+            seen.add(id(span.resource))
+            span.resource.setdefault(semconv.OPENINFERENCE_PROJECT_NAME, project)
+    return spans
 
 
 def configure_threads(n: int) -> None:

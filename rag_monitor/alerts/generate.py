@@ -7,7 +7,7 @@ windows.
 
 Usage::
 
-    python -m rag_monitor.alerts.generate             # rewrite alerts/rules/*.yml
+    python -m rag_monitor.alerts.generate             # rewrite alerts/rules/*.yml and alerts/README.md's reference
     python -m rag_monitor.alerts.generate --check     # exit 1 when they are stale
 
     thresholds = load_thresholds("alerts/thresholds.yaml", overrides={"faithfulness.for": "2s"})
@@ -340,6 +340,7 @@ sum by (variant, filter_kind, outcome) (rate(rag_filter_exclusions_total[{w}]))
 (sum by (variant) (rate(rag_queries_total[{w}])) > 0)"""),
             _record("rag:filter_false_exclusion_ratio", "max by (release) (rag_filter_false_exclusion_ratio)"),
             _record("rag:filter_false_exclusion_eligible", "max by (release) (rag_filter_false_exclusion_eligible)"),
+            # Across releases, from the counts (unweighted); the per-release gauge is weighted.
             _record("rag:filter_false_exclusion_ratio:all", """
 sum(max by (release) (rag_filter_false_exclusions))
 /
@@ -420,7 +421,7 @@ and on (variant) rag:regeneration_ratio:baseline_seasons >= {r['min_seasons']}""
             + "".join(
                 f"""{{{{ with printf "rag:regeneration_ratio:band_{edge}{{variant='%s'}}" $labels.variant | query }}}}"""
                 f"{{{{ . | first | value | humanizePercentage }}}}{{{{ end }}}}{sep}"
-                for edge, sep in (("low", ".."), ("high", "."))
+                for edge, sep in (("low", " to "), ("high", "."))
             ),
             f"""
 Meaning: regenerations per query over the last {w} left the control band learned from the ratio's
@@ -547,13 +548,36 @@ def write_rule_files(out_dir: str | Path, thresholds: Mapping[str, Any]) -> list
     return paths
 
 
+REFERENCE_BEGIN = "<!-- BEGIN GENERATED REFERENCE (python -m rag_monitor.alerts.generate) -->"
+REFERENCE_END = "<!-- END GENERATED REFERENCE -->"
+
+
+def render_readme(readme_text: str, rules_dir: str | Path, thresholds: Mapping[str, Any]) -> str:
+    """``readme_text`` with the part between the reference markers replaced by ``render_markdown``."""
+    from rag_monitor.alerts.rules import load_rules, render_markdown
+
+    head, sep, rest = readme_text.partition(REFERENCE_BEGIN)
+    _, sep2, tail = rest.partition(REFERENCE_END)
+    if not (sep and sep2):
+        raise ThresholdsError(f"the README lacks the markers {REFERENCE_BEGIN!r} ... {REFERENCE_END!r}")
+    reference = render_markdown(load_rules(rules_dir), thresholds)
+    return f"{head}{REFERENCE_BEGIN}\n\n{reference}\n\n{REFERENCE_END}{tail}"
+
+
 def stale_rule_files(alerts_dir: str | Path = "alerts") -> list[str]:
-    """Names of the files under ``alerts_dir/rules`` that differ from what the thresholds generate."""
+    """Names of the files under ``alerts_dir/rules`` (and its README reference) that differ from
+    what the thresholds generate."""
     alerts = Path(alerts_dir)
-    expected = render_rule_files(load_thresholds(alerts / "thresholds.yaml"))
+    thresholds = load_thresholds(alerts / "thresholds.yaml")
+    expected = render_rule_files(thresholds)
     rules = alerts / "rules"
     stale = [n for n, text in expected.items() if not (rules / n).exists() or (rules / n).read_text(encoding="utf-8") != text]
     extra = [p.name for p in rules.glob("*.yml") if p.name not in expected] if rules.exists() else []
+    readme = alerts / "README.md"
+    if not stale and readme.exists():
+        text = readme.read_text(encoding="utf-8")
+        if render_readme(text, rules, thresholds) != text:
+            stale.append("README.md")
     return sorted(stale + extra)
 
 
@@ -570,8 +594,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"stale rule files in {alerts / 'rules'}: {', '.join(stale)}; run python -m rag_monitor.alerts.generate", file=sys.stderr)
                 return 1
             return 0
-        for path in write_rule_files(alerts / "rules", load_thresholds(alerts / "thresholds.yaml")):
+        thresholds = load_thresholds(alerts / "thresholds.yaml")
+        for path in write_rule_files(alerts / "rules", thresholds):
             print(path)
+        readme = alerts / "README.md"
+        if readme.exists():
+            readme.write_text(render_readme(readme.read_text(encoding="utf-8"), alerts / "rules", thresholds), encoding="utf-8")
+            print(readme)
     except (ThresholdsError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -102,6 +102,14 @@ def annotation_names(rule: Rule) -> set[str]:
     return {n for text in rule.annotations.values() for n in _ANNOTATION_NAME.findall(text)}
 
 
+_TEMPLATE = re.compile(r"(?:\{\{.*?\}\})+")
+
+
+def _untemplated(text: str) -> str:
+    """A summary with its Go-template actions shown as an ellipsis: what a reader needs in a table."""
+    return _TEMPLATE.sub("…", text)
+
+
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
@@ -114,7 +122,7 @@ def render_markdown(rules: Iterable[Rule], thresholds: Mapping[str, Mapping[str,
     out = ["### Alerts", "", "| alert | severity | for | guardrail | summary |", "|---|---|---|---|---|"]
     for r in alerts:
         extra = f" ({r.labels['quantile']})" if "quantile" in r.labels else ""
-        out.append(f"| `{r.name}`{extra} | {r.severity or ''} | {r.for_ or '0s'} | {r.labels.get('guardrail', '')} | {_cell(r.annotations.get('summary', ''))} |")
+        out.append(f"| `{r.name}`{extra} | {r.severity or ''} | {r.for_ or '0s'} | {r.labels.get('guardrail', '')} | {_cell(_untemplated(r.annotations.get('summary', '')))} |")
     out += ["", "Every alert carries `triage` (`regression` with `suspected_release`, or `drift`) and a `runbook` annotation.", ""]
     if thresholds:
         out += ["### Thresholds (`alerts/thresholds.yaml`)", "", "| setting | value |", "|---|---|"]

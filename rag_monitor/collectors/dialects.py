@@ -31,7 +31,6 @@ __all__ = ["DialectSettings", "build_record", "detect_dialect", "feedback_from_s
 # Not (yet) in rag_monitor.semconv; reported to the lead.
 GEN_AI_RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text"
 GEN_AI_RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
-LLM_PROMPT_TEMPLATE_VARIABLES = "llm.prompt_template.variables"
 
 OPENINFERENCE_STAGE_BY_KIND = {
     sc.SPAN_KIND_RETRIEVER: sc.STAGE_RETRIEVE,
@@ -46,6 +45,9 @@ GENAI_STAGE_BY_OPERATION = {
     sc.GEN_AI_OPERATION_EMBEDDINGS: sc.STAGE_EMBED,
     sc.GEN_AI_OPERATION_RETRIEVAL: sc.STAGE_RETRIEVE,
 }
+
+
+_QUERY_STAGES = frozenset({sc.STAGE_RETRIEVE, sc.STAGE_RERANK, sc.STAGE_GENERATE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +89,7 @@ def feedback_from_span(span: Span) -> Feedback | None:
     if not isinstance(kind, str) or not kind:
         return None
     value = attrs.get(sc.RAG_FEEDBACK_VALUE)
-    if isinstance(value, bool):
-        value = float(value)
-    elif isinstance(value, int):
+    if isinstance(value, (bool, int)):
         value = float(value)
     elif not isinstance(value, (float, str)):
         value = None
@@ -154,31 +154,34 @@ def detect_dialect(spans: Sequence[Span]) -> str | None:
     return "openinference" if openinference else "genai" if genai else None
 
 
+_DOCUMENT_FIELDS = (sc.DOCUMENT_ID, sc.DOCUMENT_CONTENT, sc.DOCUMENT_SCORE, sc.DOCUMENT_METADATA)
+
+
 def _documents(attrs: dict[str, Any], prefix: str, settings: DialectSettings) -> list[Document]:
-    """Parse ``{prefix}.{i}.document.{field}`` attributes into Documents, in index order."""
-    start = prefix + "."
-    fields: dict[int, dict[str, Any]] = {}
-    for key, value in attrs.items():
-        if not key.startswith(start):
-            continue
-        index, _, name = key[len(start) :].partition(".")
-        if not index.isdigit():
-            continue
-        fields.setdefault(int(index), {})[name] = value
+    """Parse ``{prefix}.{i}.document.{field}`` attributes into Documents, in index order.
+
+    OpenInference indexes are dense from 0, so look the fields up index by index (a few dict
+    lookups per document) instead of parsing every attribute key.
+    """
     documents = []
-    for index in sorted(fields):
-        doc = fields[index]
-        metadata = _json_object(doc.get(sc.DOCUMENT_METADATA))
+    get = attrs.get
+    index = 0
+    while True:
+        base = f"{prefix}.{index}."
+        doc_id, content, score, metadata = (get(base + name) for name in _DOCUMENT_FIELDS)
+        if doc_id is None and content is None and score is None and metadata is None:
+            break
+        index += 1
+        metadata = _json_object(metadata)
         if not isinstance(metadata, dict):
             metadata = {} if metadata in (None, "") else {"value": metadata}
-        doc_id = doc.get(sc.DOCUMENT_ID)
         if doc_id in (None, ""):
             doc_id = next((metadata[k] for k in settings.document_id_metadata_keys if metadata.get(k) not in (None, "")), None)
         documents.append(
             Document(
                 id=None if doc_id is None else str(doc_id),
-                content=_text(doc.get(sc.DOCUMENT_CONTENT)),
-                score=_float(doc.get(sc.DOCUMENT_SCORE)),
+                content=_text(content),
+                score=_float(score),
                 metadata=metadata,
             )
         )
@@ -334,7 +337,6 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
     reranked: list[Document] | None = None
     context_ids: list[str] | None = None
     retriever_with_docs: set[str] = set()
-    outermost_of_kind: set[tuple[str, str]] = set()  # (stage, span_id) of timed stages
     vectors: list[tuple[Span, list[tuple[int, list[float], str | None]]]] = []
     llm_models: list[str] = []
     chat_spans: list[Span] = []
@@ -363,7 +365,6 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
         if not nested:
             error = (span.status_message or "error") if span.status_code == STATUS_ERROR else None
             record.stages.append(StageTiming(stage, span.span_id, span.start_ns, span.end_ns, error))
-            outermost_of_kind.add((stage, span.span_id))
 
         if stage == sc.STAGE_FILTER or sc.RAG_FILTER_KIND in a:
             record.filters.append(
@@ -415,6 +416,10 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
             if model:
                 llm_models.append(str(model))
 
+    if dialect != "sdk" and not any(st.name in _QUERY_STAGES for st in record.stages):
+        # An instrumented app also traces work that is not a query (LlamaIndex embedding
+        # documents while building an index): no retrieval and no generation, no record.
+        return None
     if llm_models:
         record.llm_model = llm_models[-1]  # the call that produced the answer
     if not record.query and chat_spans:

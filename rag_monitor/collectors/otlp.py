@@ -169,13 +169,13 @@ def decode_export_request(
         return _ProtoDecoder(limits).decode(request)
     try:
         document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise OTLPDecodeError(f"body is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise OTLPDecodeError(f"OTLP JSON body must be an object, got {type(document).__name__}")
     try:
         return _JsonDecoder(limits).decode(document)
-    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
         if isinstance(exc, OTLPDecodeError):
             raise
         raise OTLPDecodeError(f"body is not a valid OTLP JSON trace export: {exc}") from None

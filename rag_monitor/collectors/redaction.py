@@ -70,6 +70,8 @@ class RedactionRule:
     needs_number: bool = False
     """Skip text with no run of 6+ digits (single separators allowed) and no dotted quad:
     tested once per text for all such rules (cards, IBANs, IPv4, US phones)."""
+    requires: str | None = None
+    """A substring every match contains (``@``, ``-``): text without it skips the regex."""
     locate: Callable[[str], tuple[int, int] | None] | None = None
     """Instead of ``validate``: the (start, end) of the real thing inside the match, or None."""
 
@@ -84,7 +86,8 @@ class RedactionRule:
             compiled = re.compile(pattern, flags)
         except re.error as exc:
             raise ValueError(f"redaction rule {name!r}: invalid regex {pattern!r}: {exc}") from None
-        return cls(name, compiled, str(item.get("replacement", f"<{name.upper()}>")))
+        requires = item.get("requires")
+        return cls(name, compiled, str(item.get("replacement", f"<{name.upper()}>")), requires=str(requires) if requires else None)
 
 
 # Pre-checks: patterns that start with a digit or letter class, which the regex engine scans
@@ -242,6 +245,8 @@ class Redactor:
             return text
         has_number: bool | None = None
         for rule in self.rules:
+            if rule.requires is not None and rule.requires not in text:
+                continue
             if rule.needs_number:
                 if has_number is None:
                     has_number = _NUMBER_HINT.search(text) is not None
@@ -283,8 +288,17 @@ class Redactor:
             counts[result.entity_type.lower()] += 1
         return text
 
-    # Attribute values that are identifiers, never free text: left as they are.
-    _ID_KEYS = frozenset({sc.SESSION_ID, sc.RAG_CITATIONS, sc.RAG_CONTEXT_DOCUMENT_IDS, sc.RAG_FILTER_EXCLUDED_IDS, sc.RAG_SHADOW_OF, sc.OPENINFERENCE_SPAN_KIND})
+    # Identifiers and controlled vocabulary, never free text: left as they are (and skipped
+    # cheaply: every span passes through here).
+    _ID_KEYS = frozenset(
+        {
+            sc.SESSION_ID, sc.RAG_CITATIONS, sc.RAG_CONTEXT_DOCUMENT_IDS, sc.RAG_FILTER_EXCLUDED_IDS, sc.RAG_SHADOW_OF,
+            sc.OPENINFERENCE_SPAN_KIND, sc.RAG_STAGE, sc.RAG_VARIANT, sc.RAG_RELEASE, sc.RAG_FILTER_KIND,
+            sc.LLM_MODEL_NAME, sc.LLM_PROVIDER, sc.EMBEDDING_MODEL_NAME, sc.RERANKER_MODEL_NAME, sc.GEN_AI_REQUEST_MODEL,
+            sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME,
+            sc.INPUT_MIME_TYPE, sc.OUTPUT_MIME_TYPE,
+        }
+    )
 
     def redact_span(self, span: Span) -> Counter[str]:
         """Redact every string attribute value (and strings in arrays) of a span, in place."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import abc
 import math
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Generic, Mapping, TypeVar
 
 __all__ = ["DriftResult", "DriftScore", "DriftDetector", "EmbeddingDriftDetector", "NotFittedError"]
@@ -23,8 +22,26 @@ class NotFittedError(RuntimeError):
     """``score``/``predict`` was called before ``fit`` gave the detector a reference."""
 
 
+class Metadata(dict):
+    """A read-only dict: results are values, nobody downstream should edit them in place.
+
+    A ``dict`` subclass (not ``MappingProxyType``) so ``dataclasses.asdict``, ``copy`` and
+    ``json.dumps`` handle results without special cases.
+    """
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("drift result metadata is read-only")
+
+    __setitem__ = __delitem__ = _read_only  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+    __ior__ = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self):  # copy/deepcopy/pickle rebuild through __init__, not __setitem__
+        return (type(self), (dict(self),))
+
+
 def _frozen_mapping(values: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return MappingProxyType(dict(values or {}))
+    return values if isinstance(values, Metadata) else Metadata(values or {})
 
 
 @dataclass(frozen=True)

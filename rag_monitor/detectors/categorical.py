@@ -5,15 +5,22 @@ a category that appears only in the current window (a new intent) counts with a 
 count of 0: that is exactly the drift we want to see, not an error.
 
 Low counts. The chi-square approximation needs expected counts that are not tiny (Cochran:
-about 5). Rule applied: categories are taken in order of their *reference* count, smallest
-first (categories unseen in the reference come first), and consecutive categories are
-grouped into one bin until the bin's expected count reaches ``min_expected`` in both
-windows; a category large enough on its own stays alone, and a last small bin joins the one
-before it. Ordering by the reference alone keeps the grouping blind to which way the current
-window moved (grouping by the observed differences would inflate false alarms), and it puts
-new categories together, where a bin with a reference count of 0 is exactly the signal.
-With fewer than two bins left there is nothing to compare and the result is ``p = 1``.
-The bins holding more than one category are listed in the result's metadata.
+about 5). Rule applied: categories are taken in order of their pooled count (reference +
+current), smallest first, and consecutive categories are grouped into one bin until the
+bin's expected count in the smaller window (``pooled count x smaller window / total``)
+reaches ``min_expected``; a category large enough on its own stays alone, and a last short
+bin joins the one before it. The grouping looks only at the pooled counts, the table's
+margins, which carry no information about a difference between the windows: grouping by
+either window's own counts (for instance "rare in the reference") selects that window's
+chance deficits and inflates false alarms (measured: 10-12% at alpha 0.05 on banking77).
+
+Categories unseen in the reference form a bin of their own when their pooled expected
+count reaches ``min_expected`` (a reference count of 0 against real current traffic is
+exactly the signal); fewer of them are binned like the rest, so a stray new label cannot
+raise a false alarm. That one choice looks at which window the counts are in, but with no
+drift new labels are rare and it almost never applies. With fewer than two bins there is
+nothing to compare and the result is ``p = 1``. Bins of several categories are listed in
+the result's metadata (``merged_bins``).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any, Hashable, Mapping
 from rag_monitor.detectors.base import DriftDetector, DriftScore
 
 __all__ = ["ChiSquareDrift"]
+
 
 class ChiSquareDrift(DriftDetector[Counter]):
     """Has the mix of categories (intents, routes, refusal yes/no) changed?
@@ -96,7 +104,7 @@ class ChiSquareDrift(DriftDetector[Counter]):
         from scipy.stats import chi2
 
         n_ref, n_cur = self._size(reference), self._size(current)
-        categories = sorted(set(reference) | set(current), key=lambda c: (reference[c], str(c)))
+        categories = sorted(set(reference) | set(current), key=lambda c: (reference[c] + current[c], str(c)))
         bins = self._bin_categories(categories, reference, current, n_ref, n_cur)
         if len(bins) < 2:
             statistic, dof, p_value = 0.0, 0, 1.0
@@ -128,18 +136,22 @@ class ChiSquareDrift(DriftDetector[Counter]):
     def _bin_categories(
         self, categories: list[Hashable], reference: Counter, current: Counter, n_ref: int, n_cur: int
     ) -> list[list[Hashable]]:
-        """Group consecutive categories (ordered by reference count) until each bin expects enough."""
-        smaller_row_share = min(n_ref, n_cur) / (n_ref + n_cur)
+        """Group consecutive categories (ordered by pooled count) until each bin expects enough."""
+        smaller_share = min(n_ref, n_cur) / (n_ref + n_cur)
         bins: list[list[Hashable]] = []
+        unseen = [c for c in categories if reference[c] == 0]
+        if unseen and sum(current[c] for c in unseen) * smaller_share >= self.min_expected:
+            bins.append(unseen)  # enough new-category traffic to stand as its own bin
+            categories = [c for c in categories if reference[c] > 0]
         members: list[Hashable] = []
-        column_total = 0
+        pooled_count = 0
         for category in categories:
             members.append(category)
-            column_total += reference[category] + current[category]
-            if column_total * smaller_row_share >= self.min_expected:
+            pooled_count += reference[category] + current[category]
+            if pooled_count * smaller_share >= self.min_expected:
                 bins.append(members)
-                members, column_total = [], 0
-        if members:  # the largest categories come last, so a leftover is small: fold it in
+                members, pooled_count = [], 0
+        if members:  # the largest categories come last, so a leftover is short: fold it in
             if bins:
                 bins[-1].extend(members)
             else:

@@ -50,7 +50,9 @@ class RateLimitedLogger:
 
     def internal_error(self, where: str) -> None:
         """Log the exception being handled: an SDK bug that the app must not see."""
-        self.warning(f"internal:{where}", "rag_monitor: internal error in %s (the app is unaffected)", where, exc_info=True)
+        self.warning(
+            f"internal:{where}", "rag_monitor: internal error in %s (the app is unaffected)", where, exc_info=True
+        )
 
 
 log = RateLimitedLogger()

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
 
 from rag_monitor import semconv
@@ -44,6 +45,8 @@ RAG_ANSWER_REFUSAL_REASON = "rag.answer.refusal_reason"
 _KIND = semconv.OPENINFERENCE_SPAN_KIND
 _STAGE = semconv.RAG_STAGE
 _CHAIN = semconv.SPAN_KIND_CHAIN
+
+_EMPTY_CONTEXT = Context()
 
 _current_query: contextvars.ContextVar[Query | NoopQuery] = contextvars.ContextVar(
     "rag_monitor_current_query", default=NOOP_QUERY
@@ -247,7 +250,8 @@ class _DocumentStage(Stage):
             for doc in docs:
                 try:
                     if type(doc) is dict and "content" in doc:  # the common shape, without a call
-                        doc_id, content, score, metadata = doc.get("id"), doc["content"], doc.get("score"), doc.get("metadata")
+                        doc_id, content = doc.get("id"), doc["content"]
+                        score, metadata = doc.get("score"), doc.get("metadata")
                     else:
                         doc_id, content, score, metadata = _document_fields(doc)
                     if score is not None:
@@ -334,7 +338,7 @@ class Query(_SpanHandle):
         self._truncated = truncated
         self._tracer = tracer
         # Stages are parented on this context explicitly: never on the (shared) current one.
-        self._parent = trace.set_span_in_context(span)
+        self._parent = trace.set_span_in_context(span, _EMPTY_CONTEXT)
         self._stages: list[Stage] = []
         self._token: contextvars.Token | None = None
 
@@ -389,9 +393,12 @@ class Query(_SpanHandle):
 
     # --- stages ---------------------------------------------------------------------------
 
-    def _start(self, cls: type[Stage], name: str, attrs: dict[str, Any]) -> Stage | NoopStage:
+    def _start(
+        self, cls: type[Stage], name: str, attrs: dict[str, Any], truncated: list[str] | None = None
+    ) -> Stage | NoopStage:
         try:
             stage = cls(self._tracer.start_span(name, context=self._parent, attributes=attrs), self._capture)
+            stage._truncated = truncated
             if self._ended:
                 # The query is over: nothing will end this stage later.
                 stage._end_unentered()
@@ -416,10 +423,17 @@ class Query(_SpanHandle):
     ) -> FilterStage | NoopStage:
         """A filter as applied: ``kind`` is ``"entitlement"`` or ``"relevance"`` (else ValueError)."""
         check_filter_kind(kind)
+        truncated = None
         try:
             attrs: dict[str, Any] = {_KIND: _CHAIN, _STAGE: semconv.STAGE_FILTER, semconv.RAG_FILTER_KIND: kind}
             if predicate is not None:
-                attrs[semconv.RAG_FILTER_PREDICATE] = self._clip(semconv.RAG_FILTER_PREDICATE, predicate)
+                predicate = str(predicate)
+                limit = self._capture.max_string_length
+                if limit and len(predicate) > limit:
+                    predicate = predicate[:limit]
+                    truncated = [semconv.RAG_FILTER_PREDICATE]
+                    attrs[semconv.RAG_TRUNCATED] = (semconv.RAG_FILTER_PREDICATE,)
+                attrs[semconv.RAG_FILTER_PREDICATE] = predicate
             if candidates_in is not None:
                 attrs[semconv.RAG_FILTER_CANDIDATES_IN] = int(candidates_in)
             if candidates_out is not None:
@@ -429,7 +443,7 @@ class Query(_SpanHandle):
         except Exception:  # noqa: BLE001 - e.g. candidates_in="many": keep the span, drop the junk
             log.internal_error("filter arguments")
             attrs = {_KIND: _CHAIN, _STAGE: semconv.STAGE_FILTER, semconv.RAG_FILTER_KIND: kind}
-        return self._start(FilterStage, semconv.STAGE_FILTER, attrs)
+        return self._start(FilterStage, semconv.STAGE_FILTER, attrs, truncated)
 
     def retrieve(self) -> RetrieveStage | NoopStage:
         """A retrieval (RETRIEVER span); call ``documents()`` on it."""

@@ -18,7 +18,7 @@ from rag_monitor.record import QueryRecord
 
 from .engine import Database
 from .errors import ClaimError, NotFound
-from .models import Review, ReviewItem, dump_json, now_s, record_dict
+from .models import Review, ReviewItem, dump_json, now_s, record_json
 from .schema import REVIEW_STATES, review_items, reviews
 
 DEFAULT_QUEUE = "default"
@@ -45,7 +45,7 @@ class ReviewQueue:
 
         ``tenant`` defaults to the record's own.
         """
-        data = record_dict(record)
+        trace_id, record_text = record_json(record)
         if not stratum:
             raise ValueError("stratum must be a non-empty string")
         if not 0 < inclusion_prob <= 1:
@@ -54,12 +54,12 @@ class ReviewQueue:
             self._db.insert(review_items)
             .values(
                 queue=queue,
-                trace_id=data["trace_id"],
+                trace_id=trace_id,
                 stratum=stratum,
                 inclusion_prob=float(inclusion_prob),
                 weight=1.0 / inclusion_prob,
-                tenant=data.get("tenant") if tenant is None else tenant,
-                record=dump_json(data, "record"),
+                tenant=_tenant_of(record) if tenant is None else tenant,
+                record=record_text,
                 pair_trace_id=pair_trace_id,
                 state="queued",
                 created_at=now_s() if now is None else now,
@@ -206,6 +206,10 @@ class ReviewQueue:
             review = Review(m["review_id"], m["id"], m["reviewer"], json.loads(m["labels"]), m["review_created_at"])
             out.append((ReviewItem.from_row(row), review))
         return out
+
+
+def _tenant_of(record: QueryRecord | dict[str, Any]) -> str | None:
+    return record.tenant if isinstance(record, QueryRecord) else record.get("tenant")
 
 
 def _claimable(now: float) -> sa.ColumnElement[bool]:

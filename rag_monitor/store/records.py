@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from rag_monitor.record import QueryRecord
 
 from .engine import Database
-from .models import FeedbackEvent, ReviewItem, Score, dump_json, now_s, record_dict
+from .models import FeedbackEvent, ReviewItem, Score, dump_json, now_s, record_json
 from .schema import feedback, recent_records, review_items, scores
 
 
@@ -38,8 +38,8 @@ class RecentRecords:
         added_at = now_s() if now is None else now
         rows = []
         for record in records:
-            data = record_dict(record)
-            rows.append({"trace_id": data["trace_id"], "record": dump_json(data, "record"), "added_at": added_at})
+            trace_id, text = record_json(record)
+            rows.append({"trace_id": trace_id, "record": text, "added_at": added_at})
         if not rows:
             return 0
         with self._db.write() as conn:

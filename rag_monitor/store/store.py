@@ -26,13 +26,14 @@ _MIGRATION_LOCK_KEY = 0x7261676D6F6E
 class Store:
     """Persistence for rag-monitor on SQLite (embedded) or PostgreSQL (several replicas).
 
-    >>> store = Store("sqlite:////tmp/rag-monitor/store.db")   # or postgresql+psycopg://...
-    >>> store.migrate()
-    >>> store.enqueue(record, stratum="base", inclusion_prob=0.01)
-    True
-    >>> item = store.claim("reviewer-7", lease_s=600)
-    >>> store.submit_review(item.id, "reviewer-7", {"faithful": True})
-    >>> store.close()
+    Usage::
+
+        store = Store("sqlite:////var/lib/rag-monitor/store.db")  # or postgresql+psycopg://...
+        store.migrate()
+        store.enqueue(record, stratum="thumbs_down", inclusion_prob=0.5)    # True; False if queued already
+        item = store.claim("reviewer-7", lease_s=600)                     # None when nothing is claimable
+        store.submit_review(item.id, "reviewer-7", {"faithful": True})
+        store.close()
 
     Every method raises ``StoreUnavailable`` when the database is unreachable or stays
     locked beyond ``busy_timeout_s``. Times are UTC seconds since the epoch; methods that

@@ -159,3 +159,30 @@ def test_encode_round_trip():
 def test_empty_bodies_are_valid():
     assert decode_export_request(b"", PROTOBUF, limits=LIMITS).spans == []
     assert decode_export_request(b"{}", JSON, limits=LIMITS).spans == []
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from([PROTOBUF, JSON]), st.sampled_from([None, "gzip"]))
+def test_arbitrary_bytes_never_escape_as_other_errors(body, content_type, encoding):
+    """Whatever arrives, the receiver gets a result or an OTLPDecodeError (a 4xx), never a 500."""
+    try:
+        result = decode_export_request(body, content_type, encoding, limits=LIMITS)
+    except OTLPDecodeError:
+        return
+    assert all(len(s.trace_id) == 32 and len(s.span_id) == 16 for s in result.spans)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                    lambda children: st.lists(children, max_size=4), max_leaves=10))
+def test_json_attribute_values_never_escape(value):
+    """Odd but syntactically valid OTLP JSON attribute values: decoded or a clean 400."""
+    span = {"traceId": "1" * 32, "spanId": "2" * 16, "attributes": [{"key": "k", "value": {"stringValue": value}}]}
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    try:
+        decode_export_request(body, JSON, limits=LIMITS)
+    except OTLPDecodeError:
+        pass

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -93,8 +94,12 @@ def test_seeded_corpus():
 
 def test_custom_rule_from_yaml(tmp_path):
     shipped = Redactor.load(ROOT / "collectors" / "redaction.yaml")
-    assert shipped.redact_text("ssn 123-45-6789") == ("ssn <SSN>", {"us_ssn": 1})
+    assert shipped.redact_text("mail a@b.io") == ("mail <EMAIL>", {"email": 1})
     path = tmp_path / "r.yaml"
+    path.write_text("rules:\n  - name: us_ssn\n    pattern: '\\b\\d{3}-\\d{2}-\\d{4}\\b'\n    replacement: '<SSN>'\n    requires: '-'\n")
+    ssn = Redactor.load(path)
+    assert ssn.redact_text("ssn 123-45-6789") == ("ssn <SSN>", {"us_ssn": 1})
+    assert ssn.redact_text("ssn 123 45 6789") == ("ssn 123 45 6789", {})  # no '-': the regex never runs
     path.write_text("disable_builtin: [ip]\nrules:\n  - name: employee\n    pattern: 'emp-\\d{4}'\n    replacement: '<EMP>'\n    ignore_case: true\n")
     custom = Redactor.load(path)
     assert custom.redact_text("EMP-1234 from 10.0.0.1") == ("<EMP> from 10.0.0.1", {"employee": 1})
@@ -133,3 +138,23 @@ def test_redact_record():
     counts = R.redact_record(record)
     assert counts == {"email": 3, "phone": 1, "card": 1}  # the shared document counted once
     assert (record.query, record.answer, doc.content, record.feedback[0].reason) == ("I am <EMAIL>", "call <PHONE>", "contact <EMAIL>", "card <CARD>")
+
+
+def test_records_assembled_from_redacted_spans_are_clean():
+    """The agent's order: decode, redact every span, assemble. No second pass on the record."""
+    from rag_monitor.collectors import TraceAssembler
+
+    spans = [
+        Span("1" * 32, "3" * 16, "2" * 16, "retrieve", 1, 2, 3, attributes={
+            "rag.stage": "retrieve", "retrieval.documents.0.document.id": "d1",
+            "retrieval.documents.0.document.content": "Ask jo@corp.com or call (555) 123-4567."}),
+        Span("1" * 32, "2" * 16, None, "rag.query", 1, 1, 4, attributes={
+            "input.value": "my card 4111 1111 1111 1111 was charged", "output.value": "Refund sent to DE89 3704 0044 0532 0130 00.",
+            "user.id": "jo@corp.com"}),
+    ]
+    counts = sum((R.redact_span(s) for s in spans), start=Counter())
+    record = TraceAssembler().add(spans).records[0]
+    assert counts == {"email": 2, "phone": 1, "card": 1, "iban": 1}
+    assert record.query == "my card <CARD> was charged" and record.answer == "Refund sent to <IBAN>."
+    assert record.delivered[0].content == "Ask <EMAIL> or call <PHONE>." and record.user_id == "<EMAIL>"
+    assert R.redact_record(record) == {}  # nothing left to find

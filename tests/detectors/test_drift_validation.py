@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 
 import numpy as np
@@ -58,8 +60,8 @@ def test_bad_parameters_are_refused():
         MMDDrift(bandwidth=-1.0)
     with pytest.raises(ValueError, match="dtype"):
         MMDDrift(dtype="float16")
-    with pytest.raises(ValueError, match="n_folds"):
-        ClassifierDrift(n_folds=1)
+    with pytest.raises(ValueError, match="train_fraction"):
+        ClassifierDrift(train_fraction=1.0)
     with pytest.raises(ValueError, match="min_expected"):
         ChiSquareDrift(min_expected=0)
 
@@ -93,8 +95,12 @@ def test_result_is_frozen_with_read_only_metadata():
     assert isinstance(result, DriftResult)
     with pytest.raises(AttributeError):
         result.is_drift = True  # type: ignore[misc]
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="read-only"):
         result.metadata["sigma"] = 0.0  # type: ignore[index]
+    # plain-data friendly: drift jobs serialise results with dataclasses.asdict and json
+    as_dict = dataclasses.asdict(result)
+    assert as_dict["metadata"]["sigma"] == result.metadata["sigma"]
+    assert json.loads(json.dumps(as_dict))["detector"] == "mmd"
 
 
 def test_importing_the_package_loads_no_numerical_library():

@@ -13,6 +13,7 @@ from rag_monitor.sdk.config import REDACTED
 def traced(exporter, capture):
     monitor = rag_monitor.init(service_name="s", span_exporter=exporter, batch=False, capture=capture)
     with monitor.query("what is the refund policy for annual plans?") as q:
+        q.filter(kind="relevance", predicate="locale IN ('en-US', 'en-GB')", candidates_in=3, candidates_out=2)
         with q.stage("rewrite") as rw:
             rw.output("refund policy annual")
         with q.retrieve() as r:
@@ -37,6 +38,8 @@ def test_truncation_cuts_strings_and_names_the_keys(exporter):
     assert spans["rewrite"][semconv.RAG_TRUNCATED] == (semconv.OUTPUT_VALUE,)
     assert spans["embed"]["embedding.embeddings.0.embedding.text"] == "refund pol"
     assert spans["rag.feedback"][semconv.RAG_FEEDBACK_REASON] == "the answer"
+    assert spans["filter"][semconv.RAG_FILTER_PREDICATE] == "locale IN "
+    assert spans["filter"][semconv.RAG_TRUNCATED] == (semconv.RAG_FILTER_PREDICATE,)
 
 
 def test_hiding_replaces_text_and_drops_vectors(exporter):

@@ -68,7 +68,10 @@ def attributes(span) -> dict:
     for kv in span.attributes:
         value = kv.value
         kind = value.WhichOneof("value")
-        out[kv.key] = tuple(v.string_value for v in value.array_value.values) if kind == "array_value" else getattr(value, kind)
+        if kind == "array_value":
+            out[kv.key] = tuple(v.string_value for v in value.array_value.values)
+        else:
+            out[kv.key] = getattr(value, kind)
     return out
 
 

@@ -2,38 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from rag_monitor.record import QueryRecord
 from rag_monitor.store import Store, open_store
-from tests.services import PostgresServer
-
-
-def traversable_tmpdir(prefix: str) -> Path:
-    """A directory the ``postgres`` user can reach when the tests run as root.
-
-    pytest's ``tmp_path`` lives under 0700 directories owned by root, so ``initdb`` run as
-    ``postgres`` cannot enter it; ``/tmp`` itself is world-traversable.
-    """
-    return Path(tempfile.mkdtemp(prefix=prefix))
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """Overrides tests/services.py's fixture for this package (see ``traversable_tmpdir``)."""
-    root = traversable_tmpdir("rag-monitor-store-pg-")
-    server = PostgresServer(root)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

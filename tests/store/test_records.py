@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from rag_monitor.record import Feedback
+import json
+
+from rag_monitor.record import Document, Feedback, FilterApplied, StageTiming
+from rag_monitor.store.models import record_json
 from rag_monitor.store import FeedbackEvent, Score
 from tests.store.conftest import make_record
 
@@ -78,3 +81,17 @@ def test_release_first_seen_is_the_earliest_sighting(store):
     store.note_release("other", "v2", 250.0)
     assert [(r.service, r.release, r.first_seen) for r in store.releases()] == [
         ("rag-api", "v1", 100.0), ("rag-api", "v2", 150.0), ("other", "v2", 250.0)]
+
+
+def test_record_json_matches_to_dict():
+    record = make_record(
+        9, "acme", stages=[StageTiming("retrieve", "a" * 16, 1, 2)],
+        filters=[FilterApplied("relevance", "locale = 'de'", 10, 0, ["d1"])],
+        delivered=[Document("d2", "text", 0.5, {"lang": "de"})], feedback=[Feedback("copy", 5)],
+        query_embedding=[0.1, -0.25], document_embeddings=[[1.0, 2.0]],
+    )
+    trace_id, text = record_json(record)
+    assert trace_id == record.trace_id
+    assert json.loads(text) == record.to_dict()
+    with pytest.raises(ValueError, match="JSON"):
+        record_json(make_record(1, query_embedding=[float("nan")]))

@@ -1,8 +1,11 @@
 """Alembic environment and revisions for the store, shipped inside the package.
 
-Run them with ``Store(url).migrate()``. To add a revision after changing ``schema.py``::
+``Store(url).migrate()`` runs them. After changing ``schema.py``, add a revision by hand
+(``tests/store/test_migrations.py`` fails until the migrated schema matches again)::
 
-    python -m alembic -x url=sqlite:///dev.db -c /dev/null revision -m "what changed"
-
-(or build a ``Config`` with ``script_location`` pointing here, as ``store.migrate`` does).
+    from alembic import command
+    from alembic.config import Config
+    config = Config()
+    config.set_main_option("script_location", "rag_monitor/store/migrations")
+    command.revision(config, message="what changed", rev_id="0002")
 """

@@ -1,0 +1,399 @@
+"""``rag-monitor demo`` (``make demo``): the agent, its alerting stack, the sample app and its traffic.
+
+Starts the agent on SQLite under the demo data directory, a local Phoenix when installed,
+Prometheus and Alertmanager when their binaries are present, then plays the scripted phases
+(baseline, query-mix shift, bad release) and prints a one-screen summary::
+
+    rag-monitor demo                  # a few minutes; asks whether to continue a previous run
+    rag-monitor demo --quick --fresh  # the shortened mode the tests run (about a minute)
+    rag-monitor demo --serve          # keep everything running afterwards, for exploration
+
+From Python: ``run_demo(DemoOptions(quick=True, data_dir=tmp))`` returns a ``DemoResult``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICE_NAME = "support-bot"
+STATE_FILE = "demo-state.json"
+REVIEW_TOKEN = "demo-reviewer-token"
+"""The demo's reviewer token (a throwaway: the agent only ever sees its SHA-256)."""
+
+# Demo-sized alert windows: every rule keeps its shape, only windows, minimums and `for:`
+# shrink so that a few minutes of traffic can fire them. The SLOs fit the demo app's latency.
+DEMO_OVERRIDES: dict[str, Any] = {
+    "faithfulness.window": "30s", "faithfulness.for": "2s", "faithfulness.min_scored": 5,
+    "latency.window": "20s", "latency.p95_for": "2s", "latency.p99_for": "2s", "latency.min_queries": 5,
+    "latency.p95_slo_seconds": 0.3, "latency.p99_slo_seconds": 1.5,
+    "filter_false_exclusion.for": "2s", "filter_false_exclusion.min_eligible": 3,
+    "regeneration.window": "30s", "regeneration.season": "1m", "regeneration.spread_window": "1m",
+    "regeneration.min_queries": 5, "regeneration.for": "2s",
+    "cost.window": "30s", "cost.for": "2s", "cost.min_queries": 5,
+    "drift.for": "0s", "drift.min_window_items": 40,
+}
+# The baseline release must look old (drift, not regression) by the time the shift is tested,
+# and the bad release new while its alerts fire: the window sits between the two.
+RELEASE_WINDOW_S = {True: 20, False: 50}
+DRIFT_WINDOW = {True: 50, False: 120}
+"""Most recent queries in the current drift window (the reference is the baseline phase)."""
+
+
+@dataclass
+class DemoOptions:
+    quick: bool = False
+    serve: bool = False
+    fresh: bool | None = None
+    """True: wipe the previous run; False: continue it; None: ask (fresh when not interactive)."""
+    seed: int = 7
+    phoenix: bool = True
+    data_dir: Path = Path(".rag-monitor-demo")
+    progress: TextIO | None = sys.stderr
+    out: TextIO = sys.stdout
+    alert_wait_s: float | None = None
+
+
+@dataclass
+class DemoResult:
+    summary: Any
+    text: str
+    phases: list[Any]
+    alerts: list[dict[str, Any]]
+    drift: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+    prometheus_url: str | None = None
+
+
+# --- argument parsing ---------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's flags, for ``rag-monitor demo``."""
+    parser.add_argument("--quick", action="store_true", help="shortened scenario (about a minute), as the tests run it")
+    parser.add_argument("--serve", action="store_true", help="keep the agent, Phoenix and Prometheus running after the summary (Ctrl-C stops)")
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--fresh", dest="fresh", action="store_true", default=None, help="start clean: delete the previous demo run's data")
+    start.add_argument("--continue", dest="fresh", action="store_false", help="continue the previous run's store (new releases, same history)")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the scripted traffic (default 7)")
+    parser.add_argument("--no-phoenix", dest="phoenix", action="store_false", help="do not start a local Phoenix")
+    parser.add_argument("--data-dir", type=Path, default=Path(".rag-monitor-demo"), help="where the demo keeps its state (default .rag-monitor-demo)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``rag-monitor demo`` and ``python -m rag_monitor.demo``."""
+    parser = argparse.ArgumentParser(prog="rag-monitor demo", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run_from_args(args)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    options = DemoOptions(quick=args.quick, serve=args.serve, fresh=args.fresh, seed=args.seed,
+                          phoenix=args.phoenix, data_dir=args.data_dir)
+    try:
+        run_demo(options)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+# --- data directory -------------------------------------------------------------------------------
+
+
+def _prepare_data_dir(options: DemoOptions) -> int:
+    """Wipe or continue the data directory; returns this run's number (1 for a fresh start)."""
+    root = options.data_dir
+    state_path = root / STATE_FILE
+    previous = json.loads(state_path.read_text()) if state_path.exists() else None
+    fresh = options.fresh
+    if previous is not None and fresh is None:
+        fresh = True
+        if sys.stdin.isatty():
+            answer = input(f"A previous demo run is in {root}. [c]ontinue it or start [f]resh? [f] ").strip().lower()
+            fresh = not answer.startswith("c")
+    if previous is None and root.exists() and any(p.name != "cache" for p in root.iterdir()):
+        raise ValueError(f"{root} exists and is not a demo data directory (no {STATE_FILE}); choose another --data-dir")
+    if previous is not None and fresh:
+        for child in root.iterdir():
+            if child.name != "cache":  # keep the corpus embeddings: they depend only on the corpus
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        previous = None
+    run = 1 if previous is None else int(previous.get("runs", 1)) + 1
+    root.mkdir(parents=True, exist_ok=True)
+    state_path.write_text(json.dumps({"runs": run}))
+    return run
+
+
+def _write_configs(root: Path) -> dict[str, str]:
+    """Sampling and prices for the demo, next to the shipped defaults."""
+    import yaml
+
+    config = root / "config"
+    config.mkdir(exist_ok=True)
+    # 20% base rate (production default 1%) so a few minutes of traffic fill the review queue.
+    (config / "sampling.yaml").write_text(yaml.safe_dump({"base_rate": 0.2, "thumbs_down_rate": 1.0, "refusal_rate": 0.2}))
+    shipped = yaml.safe_load((REPO / "collectors" / "prices.yaml").read_text()) if (REPO / "collectors" / "prices.yaml").exists() else {}
+    models = dict(shipped.get("models", {}))
+    # The extractive generator is free; priced like a small hosted model so cost per query means something.
+    models["demo-extractive-*"] = {"input": 0.15, "output": 0.60}
+    (config / "prices.yaml").write_text(yaml.safe_dump({"models": models}))
+    paths = {"sampling_config": str(config / "sampling.yaml"), "price_table": str(config / "prices.yaml")}
+    for name, rel in (("ingest_config", "collectors/ingest.yaml"), ("redaction_rules", "collectors/redaction.yaml")):
+        if (REPO / rel).exists():
+            paths[name] = str(REPO / rel)
+    return paths
+
+
+# --- drift (until the agent schedules drift jobs itself) ----------------------------------------
+
+
+class QueryDriftCheck:
+    """MMD on the query embeddings the agent stored: the baseline phase against the newest queries.
+
+    A stand-in until the agent runs scheduled drift jobs: it reads the agent's stored records
+    and publishes through the agent's drift gauges, so Prometheus' drift rule sees it as it will
+    see the agent's own jobs.
+    """
+
+    signal = "query_embedding"
+
+    def __init__(self, agent: Any, window: int) -> None:
+        self.agent = agent
+        self.window = window
+        self.detector: Any = None
+        self.n_reference = 0
+        self.results: list[dict[str, Any]] = []
+
+    def _vectors(self, trace_ids: Sequence[str]) -> Any:
+        import numpy as np
+
+        vectors = []
+        for trace_id in trace_ids:
+            record = self.agent.store.get_recent(trace_id)
+            if record is not None and record.query_embedding:
+                vectors.append(record.query_embedding)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def fit(self, trace_ids: Sequence[str]) -> None:
+        from rag_monitor.detectors import MMDDrift
+
+        reference = self._vectors(trace_ids)
+        self.detector = MMDDrift(signal=self.signal, alpha=0.01, n_permutations=200, seed=0).fit(reference)
+        self.n_reference = len(reference)
+
+    def check(self, phase: str, recent_trace_ids: Sequence[str]) -> dict[str, Any] | None:
+        current = self._vectors(list(recent_trace_ids)[-self.window:])
+        if self.detector is None or len(current) < 10:
+            return None
+        result = self.detector.predict(current)
+        m = self.agent.metrics
+        labels = (result.signal, result.detector)
+        m.drift_statistic.labels(*labels).set(result.statistic)
+        m.drift_p_value.labels(*labels).set(result.p_value)
+        m.drift_detected.labels(*labels).set(1 if result.is_drift else 0)
+        m.drift_window_size.labels(*labels, "reference").set(result.n_reference)
+        m.drift_window_size.labels(*labels, "current").set(result.n_current)
+        m.drift_last_run.labels(*labels).set(time.time())
+        row = {"phase": phase, "signal": result.signal, "detector": result.detector, "is_drift": result.is_drift,
+               "p_value": result.p_value, "statistic": result.statistic,
+               "n_reference": result.n_reference, "n_current": result.n_current}
+        self.results.append(row)
+        return row
+
+
+class _Every:
+    """Runs ``fn`` every ``interval_s`` in a thread until stopped (errors are reported, not fatal)."""
+
+    def __init__(self, interval_s: float, fn: Any, name: str) -> None:
+        self._stop = threading.Event()
+        self.errors: list[str] = []
+
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    fn()
+                except Exception as exc:  # noqa: BLE001 - keep the demo going, report at the end
+                    self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+
+        self._thread = threading.Thread(target=loop, name=f"demo-{name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+# --- the run ----------------------------------------------------------------------------------------
+
+
+def run_demo(options: DemoOptions) -> DemoResult:
+    """Run the whole demo; returns what the summary shows (and prints it to ``options.out``)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    out = options.out
+    run = _prepare_data_dir(options)
+    root = options.data_dir.resolve()
+    say = lambda text: print(text, file=out, flush=True)  # noqa: E731
+    notes: list[str] = []
+    say(f"rag-monitor demo (run {run}, seed {options.seed}{', quick' if options.quick else ''}); data in {root}")
+
+    with contextlib.ExitStack() as stack:
+        from rag_monitor.demo.services import AlertingStack, PhoenixServer, free_port
+
+        phoenix = None
+        if options.phoenix and PhoenixServer.available():
+            phoenix = PhoenixServer(root / "phoenix")
+            say("  starting Phoenix (about 10 s)...")
+            phoenix.start()
+            stack.callback(phoenix.stop)
+        elif options.phoenix:
+            notes.append("Phoenix is not installed (pip install arize-phoenix): traces are not browsable; the agent still works.")
+
+        agent = _start_agent(root, phoenix.url if phoenix else "", stack, free_port)
+        urls = {"metrics": f"http://127.0.0.1:{agent.settings.http_port}/metrics",
+                "review": f"http://127.0.0.1:{agent.settings.http_port}/review (token: {REVIEW_TOKEN})"}
+        if phoenix:
+            urls["phoenix"] = phoenix.url
+
+        alerting = None
+        if AlertingStack.available():
+            overrides = dict(DEMO_OVERRIDES)
+            overrides["triage.release_window"] = f"{RELEASE_WINDOW_S[options.quick]}s"
+            alerting = stack.enter_context(AlertingStack(root / "alerting", [f"127.0.0.1:{agent.settings.http_port}"], overrides))
+            urls["prometheus"] = f"{alerting.prometheus.url}/alerts"
+            urls["alertmanager"] = alerting.alertmanager.url
+        else:
+            notes.append("Prometheus and Alertmanager are not installed (apt-get install prometheus prometheus-alertmanager): "
+                         "no alert rules are evaluated, so you miss the pages and their regression/drift triage; "
+                         "the metrics are still at /metrics.")
+
+        phases, drift, alerts = _play(options, run, root, agent, alerting, say)
+        if alerting is not None:
+            alerts = alerting.webhook.alerts
+
+        from rag_monitor.demo.summary import collect_summary, render_summary
+
+        summary = collect_summary(agent, phases, alerts, urls, drift=drift, notes=notes)
+        text = render_summary(summary)
+        say(text)
+        if options.serve:
+            say("Serving: open the URLs above; Ctrl-C stops everything.")
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(3600)
+        return DemoResult(summary, text, phases, list(alerts), drift, notes,
+                          alerting.prometheus.url if alerting else None)
+
+
+def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free_port: Any) -> Any:
+    from rag_monitor.agent.service import Agent
+    from rag_monitor.review.auth import hash_token
+    from rag_monitor.settings import load_settings
+
+    overrides = {
+        "otlp_port": free_port(), "http_port": free_port(), "data_dir": str(root / "agent"),
+        "review_tokens": f"demo-reviewer:admin:{hash_token(REVIEW_TOKEN)}", "phoenix_url": phoenix_url,
+        "score_interval_s": 1.0, "root_timeout_s": 5.0, "torch_threads": 1, **_write_configs(root),
+    }
+    agent = Agent(load_settings(overrides=overrides, environ={}))
+    agent.start()
+    stack.callback(agent.stop)
+    return agent
+
+
+def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any, say: Any) -> tuple[list, list, list]:
+    import rag_monitor
+    from rag_monitor.demo.app import MiniLMEmbedder, SupportApp
+    from rag_monitor.demo.corpus import load_corpus
+    from rag_monitor.demo.reviewer import SimulatedReviewer
+    from rag_monitor.demo.traffic import ProgressBar, TrafficRunner, build_script, plan_phases
+
+    suffix = "" if run == 1 else f"-{run}"
+    phases = plan_phases(quick=options.quick, release_suffix=suffix)
+    corpus = load_corpus()
+    say("  loading all-MiniLM-L6-v2 and indexing the corpus...")
+    endpoint = f"http://127.0.0.1:{agent.settings.otlp_port}"
+    monitors = {}
+    for phase in phases:
+        name = phase.release.name
+        if name not in monitors:
+            monitors[name] = rag_monitor.init(service_name=SERVICE_NAME, endpoint=endpoint, release=name, schedule_delay_s=0.5)
+    base = SupportApp(corpus, monitors[phases[0].release.name], MiniLMEmbedder(), phases[0].release, cache_dir=root / "cache")
+    apps = {p.release.name: base.with_release(p.release, monitors[p.release.name]) for p in phases}
+    runner = TrafficRunner(corpus, apps, seed=options.seed)
+    drift_check = QueryDriftCheck(agent, DRIFT_WINDOW[options.quick])
+    reviewer = SimulatedReviewer(f"http://127.0.0.1:{agent.settings.http_port}", REVIEW_TOKEN, corpus)
+    progress = ProgressBar(options.progress)
+    recent: list[str] = []
+    stats = []
+    background: list[_Every] = []
+    try:
+        for i, phase in enumerate(phases):
+            say(f"  phase {i + 1}/{len(phases)}: {phase.name}: {phase.description}")
+            script = build_script(phase, corpus, options.seed)
+            stats.append(runner.run(phase, script, progress=progress, on_query=lambda a: recent.append(a.trace_id)))
+            for monitor in monitors.values():
+                monitor.force_flush()
+            if phase.name == "baseline":
+                _wait_stored(agent, stats[-1].trace_ids)
+                drift_check.fit(stats[-1].trace_ids)
+                background.append(_Every(3.0, lambda: drift_check.check(_phase_now(stats, phases), recent), "drift"))
+                background.append(_Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
+        _wait_stored(agent, recent[-20:])
+        drift_check.check(phases[-1].name, recent)
+        reviewer.review_available(100)
+        if alerting is not None:
+            _wait_for_story(alerting, options)
+    finally:
+        for worker in background:
+            worker.stop()
+        for monitor in monitors.values():
+            monitor.shutdown()
+        reviewer.close()
+    for worker in background:
+        for error in worker.errors[:3]:
+            say(f"  warning: {error}")
+    return stats, drift_check.results, []
+
+
+def _phase_now(stats: list, phases: list) -> str:
+    return phases[min(len(stats), len(phases) - 1)].name
+
+
+def _wait_stored(agent: Any, trace_ids: Sequence[str], timeout: float = 20.0) -> None:
+    """Until the agent has assembled and stored these queries (exports are batched)."""
+    deadline = time.monotonic() + timeout
+    pending = list(trace_ids)
+    while pending and time.monotonic() < deadline:
+        pending = [t for t in pending if agent.store.get_recent(t) is None]
+        if pending:
+            time.sleep(0.2)
+
+
+# Alerts the story should raise: drift during the shift, latency and false exclusions after the release.
+EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh")
+
+
+def _wait_for_story(alerting: Any, options: DemoOptions) -> None:
+    """Give Prometheus and Alertmanager a few evaluations to deliver what the traffic caused."""
+    timeout = options.alert_wait_s if options.alert_wait_s is not None else (20.0 if options.quick else 40.0)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        names = {a["labels"].get("alertname") for a in alerting.webhook.alerts if a.get("status") == "firing"}
+        if set(EXPECTED_ALERTS) <= names:
+            return
+        time.sleep(0.5)

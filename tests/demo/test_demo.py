@@ -1,0 +1,134 @@
+"""The demo in its shortened mode tells the story: drift, a bad release caught with triage, complaints reviewed.
+
+The app and traffic tests use the real corpus, the real all-MiniLM-L6-v2 and the real SDK
+(an in-memory exporter); the end-to-end test runs the whole demo against a real agent, and a
+real Prometheus and Alertmanager where installed (required under CI).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+import pytest
+
+from rag_monitor.demo.corpus import load_corpus
+from tests.services import require
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus()
+
+
+@pytest.fixture(scope="module")
+def app(corpus, tmp_path_factory):
+    import torch
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from rag_monitor.demo.app import GOOD_RELEASE, MiniLMEmbedder, SupportApp
+    from rag_monitor.sdk import init
+
+    torch.set_num_threads(1)
+    exporter = InMemorySpanExporter()
+    monitor = init(service_name="support-bot", release="r1", span_exporter=exporter, batch=False)
+    application = SupportApp(corpus, monitor, MiniLMEmbedder(), GOOD_RELEASE, cache_dir=tmp_path_factory.mktemp("cache"))
+    application.exporter = exporter
+    return application
+
+
+def test_corpus_has_current_and_archived_versions_of_a_policy(corpus):
+    refunds = [d for d in corpus.documents if d.metadata.get("family") == "refunds" and d.metadata["locale"] == "en"]
+    assert sorted(d.metadata["archived"] for d in refunds) == [False, True]
+    assert corpus.policy_questions[0].gold_for(corpus, "acme", "en") == ("policy-refunds-v2",)
+    assert len(corpus.nq_questions) == 80 and len(corpus.unanswerable_questions) == 20
+
+
+def test_good_release_cites_the_current_policy_and_records_every_stage(app, corpus):
+    from rag_monitor.demo.app import User
+
+    app.exporter.clear()
+    answer = app.ask("How many days do I have to ask for a refund?", User("u1", "acme", "en", "s1"))
+    assert answer.citations[0] == "policy-refunds-v2"
+    assert "30 days" in answer.text and not answer.refused
+    assert "policy-refunds-v1" in answer.relevance_excluded_ids  # archived: dropped by the relevance filter
+    spans = app.exporter.get_finished_spans()
+    stages = {s.attributes.get("rag.stage") for s in spans}
+    assert {"retrieve", "embed", "filter", "rerank", "context", "generate"} <= stages
+    embed = next(s for s in spans if s.attributes.get("rag.stage") == "embed")
+    assert len(embed.attributes["embedding.embeddings.0.embedding.vector"]) == 384
+    relevance = next(s for s in spans if s.attributes.get("rag.filter.kind") == "relevance")
+    assert "policy-refunds-v1" in relevance.attributes["rag.filter.excluded_ids"]
+
+
+def test_entitlement_filter_keeps_other_tenants_documents_out(app):
+    from rag_monitor.demo.app import User
+
+    acme = app.ask("Where can I download my invoices?", User("u1", "acme", "en", "s1"))
+    globex = app.ask("Where can I download my invoices?", User("u2", "globex", "en", "s2"))
+    assert "policy-invoices-globex" not in acme.delivered_ids
+    assert "policy-invoices-acme" not in globex.delivered_ids
+
+
+def test_bad_release_answers_from_the_archived_policy(app, corpus):
+    from rag_monitor.demo.app import BAD_RELEASE, User
+
+    bad = app.with_release(replace(BAD_RELEASE, retrieval_delay_s=0.0, generation_delay_s=0.0), app.monitor)
+    answer = bad.ask("How many days do I have to ask for a refund?", User("u1", "acme", "en", "s1"))
+    assert answer.citations[0] == "policy-refunds-v1"
+    assert "policy-refunds-v2" in answer.relevance_excluded_ids
+
+
+def test_generator_refuses_when_nothing_supports_an_answer(app):
+    from rag_monitor.demo.app import User
+
+    answer = app.ask("zebra quantum marmalade orbit", User("u1", "acme", "en", "s1"))
+    assert answer.refused and answer.citations == ()
+
+
+def test_traffic_script_is_deterministic_with_a_seed(corpus):
+    from rag_monitor.demo.traffic import build_script, plan_phases
+
+    phases = plan_phases(quick=True)
+    first = [(s.question.text, s.user.id) for s in build_script(phases[1], corpus, seed=3)]
+    again = [(s.question.text, s.user.id) for s in build_script(phases[1], corpus, seed=3)]
+    other = [(s.question.text, s.user.id) for s in build_script(phases[1], corpus, seed=4)]
+    assert first == again and first != other
+    # The shift phase really brings new topics.
+    baseline = build_script(phases[0], corpus, seed=3)
+    shift = build_script(phases[1], corpus, seed=3)
+    share = lambda script: sum(s.question.topic.startswith("nq") for s in script) / len(script)  # noqa: E731
+    assert share(shift) > share(baseline) + 0.3
+
+
+def test_quick_demo_tells_the_story(tmp_path):
+    """Drift raises the drift verdict; the bad release raises false-exclusion and latency alerts
+    with the regression triage; the thumbs-down answers reach the review queue."""
+    from rag_monitor.demo.run import DemoOptions, run_demo
+    from rag_monitor.demo.services import AlertingStack
+
+    out = io.StringIO()
+    result = run_demo(DemoOptions(quick=True, fresh=True, phoenix=False, data_dir=tmp_path / "demo", progress=None, out=out))
+
+    shift_verdicts = [d for d in result.drift if d["phase"] == "shift"]
+    assert any(d["is_drift"] for d in shift_verdicts), result.drift
+    r1, r2 = (next(r for r in result.summary.releases if r.release == name) for name in ("r1", "r2"))
+    assert r2.false_exclusion_rate is not None and r2.false_exclusion_rate > 0.3
+    assert r1.false_exclusion_rate in (None, 0.0)
+    assert r2.p50_p95_p99[1] > r1.p50_p95_p99[1]
+    sent = {t for p in result.phases for t in p.thumbs_down_trace_ids}
+    assert sent and result.summary.thumbs_down_in_queue == len(sent)
+    assert "Latency per stage" in result.text and "Alerts that fired" in result.text
+
+    require(AlertingStack.available(), "prometheus and prometheus-alertmanager binaries")
+    firing = result.summary.alerts
+    by_name = {}
+    for alert in firing:
+        by_name.setdefault(alert["labels"]["alertname"], alert)
+    assert by_name["RagDriftDetected"]["labels"]["triage"] == "drift", firing
+    for name in ("RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh"):
+        assert name in by_name, sorted(by_name)
+        assert by_name[name]["labels"]["triage"] == "regression"
+        assert by_name[name]["labels"].get("suspected_release") == "r2"
