@@ -28,10 +28,6 @@ from rag_monitor.record import Document, Feedback, FilterApplied, QueryRecord, S
 
 __all__ = ["DialectSettings", "build_record", "detect_dialect", "feedback_from_span", "is_feedback_span"]
 
-# Not (yet) in rag_monitor.semconv; reported to the lead.
-GEN_AI_RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text"
-GEN_AI_RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
-
 OPENINFERENCE_STAGE_BY_KIND = {
     sc.SPAN_KIND_RETRIEVER: sc.STAGE_RETRIEVE,
     sc.SPAN_KIND_RERANKER: sc.STAGE_RERANK,
@@ -41,7 +37,7 @@ OPENINFERENCE_STAGE_BY_KIND = {
 GENAI_STAGE_BY_OPERATION = {
     sc.GEN_AI_OPERATION_CHAT: sc.STAGE_GENERATE,
     sc.GEN_AI_OPERATION_TEXT_COMPLETION: sc.STAGE_GENERATE,
-    "generate_content": sc.STAGE_GENERATE,
+    sc.GEN_AI_OPERATION_GENERATE_CONTENT: sc.STAGE_GENERATE,
     sc.GEN_AI_OPERATION_EMBEDDINGS: sc.STAGE_EMBED,
     sc.GEN_AI_OPERATION_RETRIEVAL: sc.STAGE_RETRIEVE,
 }
@@ -190,7 +186,7 @@ def _documents(attrs: dict[str, Any], prefix: str, settings: DialectSettings) ->
 
 def _genai_documents(attrs: dict[str, Any]) -> list[Document]:
     """``gen_ai.retrieval.documents``: a JSON array of ``{"id", "score", "content"?}`` objects."""
-    value = _json_object(attrs.get(GEN_AI_RETRIEVAL_DOCUMENTS))
+    value = _json_object(attrs.get(sc.GEN_AI_RETRIEVAL_DOCUMENTS))
     if not isinstance(value, list):
         return []
     documents = []
@@ -385,8 +381,8 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
                 if docs:
                     retriever_with_docs.add(span.span_id)
                     record.retrieved.extend(docs)
-            if not record.query and isinstance(a.get(GEN_AI_RETRIEVAL_QUERY_TEXT), str):
-                record.query = a[GEN_AI_RETRIEVAL_QUERY_TEXT]
+            if not record.query and isinstance(a.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT), str):
+                record.query = a[sc.GEN_AI_RETRIEVAL_QUERY_TEXT]
         elif stage == sc.STAGE_RERANK and not nested:
             out = _documents(a, sc.RERANKER_OUTPUT_DOCUMENTS, settings)
             if out:

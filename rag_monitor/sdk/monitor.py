@@ -138,8 +138,12 @@ class Monitor:
         intent: str | None = None,
         route: str | None = None,
         shadow_of: str | int | None = None,
+        start_time_ns: int | None = None,
     ) -> Query | NoopQuery:
         """Start a query (the root span of a new trace); use it as a ``with`` block.
+
+        ``start_time_ns`` (with ``q.end(end_time_ns)``) replays a query recorded earlier, e.g.
+        from a batch job's logs; live apps leave both to the clock.
 
         ``variant`` is ``production``, ``shadow`` or ``candidate``; a shadow query names the
         production query it shadows with ``shadow_of`` (a trace id).
@@ -187,7 +191,8 @@ class Monitor:
             # A query runs inside the app's own request span (if any): link to it, don't join it.
             app_span = trace.get_current_span().get_span_context()
             links = (Link(app_span),) if app_span.is_valid else ()
-            span = tracer.start_span(semconv.RAG_QUERY_SPAN_NAME, context=_ROOT_CONTEXT, attributes=attrs, links=links)
+            span = tracer.start_span(semconv.RAG_QUERY_SPAN_NAME, context=_ROOT_CONTEXT, attributes=attrs, links=links,
+                                     start_time=start_time_ns)
             return Query(tracer, span, capture, truncated)
         except Exception:  # noqa: BLE001
             log.internal_error("query")

@@ -39,7 +39,6 @@ from rag_monitor.sdk.noop import NOOP_QUERY, NOOP_STAGE, NoopQuery, NoopStage, c
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Tracer
 
-RAG_ANSWER_REFUSAL_REASON = "rag.answer.refusal_reason"
 """Why the pipeline refused (not in ``semconv`` yet)."""
 
 _KIND = semconv.OPENINFERENCE_SPAN_KIND
@@ -170,13 +169,13 @@ class _SpanHandle:
         except Exception:  # noqa: BLE001
             log.internal_error("output")
 
-    def end(self) -> None:
-        """End the span now (a ``with`` block does it on exit)."""
+    def end(self, end_time_ns: int | None = None) -> None:
+        """End the span now, or at ``end_time_ns`` when replaying recorded queries (a ``with`` block ends it on exit)."""
         if self._ended:
             return
         self._ended = True
         try:
-            self._span.end()
+            self._span.end(end_time=end_time_ns)
         except Exception:  # noqa: BLE001
             log.internal_error("end")
 
@@ -375,7 +374,7 @@ class Query(_SpanHandle):
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         return self.__exit__(exc_type, exc, tb)
 
-    def end(self) -> None:
+    def end(self, end_time_ns: int | None = None) -> None:
         """End the query: bare stages end as instants, open ones now, then the root span."""
         if self._ended:
             return
@@ -389,7 +388,7 @@ class Query(_SpanHandle):
             self._stages.clear()
         except Exception:  # noqa: BLE001
             log.internal_error("query end")
-        super().end()
+        super().end(end_time_ns)
 
     # --- stages ---------------------------------------------------------------------------
 
@@ -546,7 +545,7 @@ class Query(_SpanHandle):
             attrs: dict[str, Any] = {semconv.RAG_ANSWER_REFUSED: True}
             self._text(attrs, semconv.OUTPUT_VALUE, answer, self._capture.hide_outputs)
             if reason is not None:
-                attrs[RAG_ANSWER_REFUSAL_REASON] = self._clip(RAG_ANSWER_REFUSAL_REASON, reason)
+                attrs[semconv.RAG_ANSWER_REFUSAL_REASON] = self._clip(semconv.RAG_ANSWER_REFUSAL_REASON, reason)
             self._set(attrs)
         except Exception:  # noqa: BLE001
             log.internal_error("refuse")

@@ -36,7 +36,8 @@ def test_prometheus_p95_within_one_bucket(running_agent, tmp_path):
         for i, seconds in enumerate(latencies):
             t0 = start + i * 10**9
             with monitor.query(f"q{i}", start_time_ns=t0) as q:
-                q.answer("a", end_time_ns=t0 + int(seconds * 1e9))
+                q.answer("a")
+                q.end(end_time_ns=t0 + int(seconds * 1e9))
         assert monitor.force_flush(10)
     finally:
         monitor.shutdown()
