@@ -9,7 +9,7 @@ TOOLS := .tools
 TORCH := torch==2.13.0
 EXTRAS := agent,embeddings,hhem,phoenix,postgres,dev
 
-.PHONY: test demo venv system-deps tools bench clean
+.PHONY: test demo venv system-deps tools bench clean helm-sync alerts-generate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,3 +55,12 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache
+
+# The chart carries copies of collectors/, detectors/ and alerts/rules/ (helm reads nothing
+# outside the chart) and a values schema generated from rag_monitor/settings.py.
+helm-sync: $(STAMP)
+	$(PY) helm/sync_files.py
+
+# Alert rule files are generated from alerts/thresholds.yaml.
+alerts-generate: $(STAMP)
+	$(PY) -m rag_monitor.alerts.generate

@@ -43,6 +43,101 @@ def _models_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_store(args: argparse.Namespace):
+    from rag_monitor.settings import load_settings
+    from rag_monitor.store import open_store
+
+    settings = load_settings(args.config, overrides={"data_dir": args.data_dir, "store_url": args.store_url})
+    return settings, open_store(settings.resolved_store_url())
+
+
+def _export_golden(args: argparse.Namespace) -> int:
+    from rag_monitor.review.golden import golden_rows, push_to_phoenix, write_jsonl
+
+    _, store = _open_store(args)
+    try:
+        rows = golden_rows(store, corpus_version=args.corpus_version)
+    finally:
+        store.close()
+    n = write_jsonl(rows, args.out)
+    print(f"wrote {n} reviewed items to {args.out}")
+    if args.phoenix_url:
+        dataset = push_to_phoenix(rows, args.phoenix_url, args.dataset)
+        print(f"pushed {len(rows)} examples to the Phoenix dataset {args.dataset!r} ({getattr(dataset, 'id', '')})")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from rag_monitor.review.calibrate import calibrate, write_html
+
+    if args.begin:
+        from rag_monitor.detectors.faithfulness import load_scorer
+        from rag_monitor.review.calibrate import load_begin
+
+        data = load_begin(args.begin)
+        scorer = load_scorer(args.model or None)
+        scores = scorer.score(data.premises, data.hypotheses)
+        supported, weights, name = data.supported, None, scorer.name
+        print(f"BEGIN: {len(scores)} labelled pairs ({data.n_generic} 'Generic' rows left out), scored by {name}")
+    else:
+        from rag_monitor.review.golden import read_jsonl
+
+        rows = [r for r in read_jsonl(args.golden) if r["labels"].get("faithful") in ("yes", "no") and args.scorer in r["scores"]]
+        if not rows:
+            raise ValueError(f"{args.golden}: no reviewed item has a faithful yes/no label and a {args.scorer!r} score")
+        scores = [r["scores"][args.scorer] for r in rows]
+        supported = [r["labels"]["faithful"] == "yes" for r in rows]
+        weights, name = [r["weight"] for r in rows], args.scorer
+    report = calibrate(scores, supported, weights, scorer=name)
+    path = write_html(report, args.out)
+    low, high = report.recommended_interval
+    print(
+        f"{report.scorer}: n={report.n} (excluded {report.n_excluded}), balanced accuracy {report.balanced_accuracy:.3f}, "
+        f"unsupported precision {report.precision_unsupported:.3f} recall {report.recall_unsupported:.3f}, "
+        f"ROC AUC {report.roc_auc:.3f}, ECE {report.ece:.3f}; recommended threshold {report.recommended_threshold:.3f} "
+        f"[{low:.3f}, {high:.3f}] at threshold {report.threshold}"
+    )
+    print(f"report: {path}")
+    return 0
+
+
+def _drift_report(args: argparse.Namespace) -> int:
+    from rag_monitor.detectors.profiles import load_profiles
+    from rag_monitor.detectors.report import write_report
+
+    settings, store = _open_store(args)
+    try:
+        index = write_report(store, load_profiles(settings.detector_profiles), args.out, phoenix_url=settings.phoenix_url or None)
+    finally:
+        store.close()
+    print(f"drift report: {index}")
+    return 0
+
+
+def _hash_token(args: argparse.Namespace) -> int:
+    import getpass
+
+    from rag_monitor.review.auth import hash_token
+
+    token = sys.stdin.readline().strip() if not sys.stdin.isatty() else getpass.getpass("reviewer token: ")
+    if not token:
+        raise ValueError("empty token")
+    print(hash_token(token))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from rag_monitor.demo.run import main as demo_main
+
+    return demo_main(args.demo_args)
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="the agent's YAML settings file")
+    parser.add_argument("--data-dir", help="directory of the embedded SQLite store")
+    parser.add_argument("--store-url", help="SQLAlchemy URL of the store")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag-monitor", description="Monitoring for retrieval-augmented generation.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
@@ -69,6 +164,41 @@ def build_parser() -> argparse.ArgumentParser:
     pull.add_argument("model", choices=["hhem"])
     pull.add_argument("directory")
     pull.set_defaults(run=_models_pull)
+
+    export = sub.add_parser("export", help="export reviewed items")
+    export_sub = export.add_subparsers(dest="export_command", required=True)
+    golden = export_sub.add_parser("golden", help="reviewed items as golden-set JSON lines (and a Phoenix dataset)")
+    _store_options(golden)
+    golden.add_argument("--out", default="golden.jsonl")
+    golden.add_argument("--corpus-version", default="", help="the document corpus version the answers were drawn from")
+    golden.add_argument("--phoenix-url", help="also push the rows to this Phoenix as a dataset")
+    golden.add_argument("--dataset", default="rag-monitor-golden", help="the Phoenix dataset name")
+    golden.set_defaults(run=_export_golden)
+
+    calibrate = sub.add_parser("calibrate", help="compare a faithfulness scorer with human labels; writes an HTML report")
+    source = calibrate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--golden", help="a golden-set export (uses its human 'faithful' labels and stored scores)")
+    source.add_argument("--begin", help="a BEGIN TSV file (human attribution labels), scored now")
+    calibrate.add_argument("--scorer", default="lexical-v1", help="with --golden: which stored scorer to calibrate")
+    calibrate.add_argument("--model", help="with --begin: HHEM model directory (default: the lexical fallback)")
+    calibrate.add_argument("--out", default="calibration.html")
+    calibrate.set_defaults(run=_calibrate)
+
+    drift = sub.add_parser("drift", help="drift reports")
+    drift_sub = drift.add_subparsers(dest="drift_command", required=True)
+    report = drift_sub.add_parser("report", help="an HTML report of the current drift windows (Evidently + the agent's verdicts)")
+    _store_options(report)
+    report.add_argument("--out", default="drift-report")
+    report.set_defaults(run=_drift_report)
+
+    review = sub.add_parser("review", help="review-page administration")
+    review_sub = review.add_subparsers(dest="review_command", required=True)
+    hash_cmd = review_sub.add_parser("hash-token", help="print the SHA-256 to configure for a reviewer token (read from stdin)")
+    hash_cmd.set_defaults(run=_hash_token)
+
+    demo = sub.add_parser("demo", help="the sample RAG app, scripted traffic and the agent on the embedded default", add_help=False)
+    demo.add_argument("demo_args", nargs=argparse.REMAINDER)
+    demo.set_defaults(run=_demo)
     return parser
 
 

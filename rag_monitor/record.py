@@ -29,6 +29,16 @@ class StageTiming:
 
 
 @dataclass
+class Document:
+    """A document retrieved, reranked or delivered to the generator."""
+
+    id: str | None
+    content: str = ""
+    score: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class FilterApplied:
     """A filter as the pipeline applied it."""
 
@@ -38,21 +48,13 @@ class FilterApplied:
     candidates_in: int | None = None
     candidates_out: int | None = None
     excluded_ids: list[str] = field(default_factory=list)
+    excluded_documents: list[Document] = field(default_factory=list)
+    """The removed documents with their content, when the app sends it (for blind review)."""
 
     @property
     def emptied(self) -> bool:
         """The filter removed every candidate it was given."""
         return bool(self.candidates_in) and self.candidates_out == 0
-
-
-@dataclass
-class Document:
-    """A document retrieved, reranked or delivered to the generator."""
-
-    id: str | None
-    content: str = ""
-    score: float | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -131,7 +133,10 @@ class QueryRecord:
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["stages"] = [StageTiming(**s) for s in kwargs.get("stages", [])]
-        kwargs["filters"] = [FilterApplied(**f) for f in kwargs.get("filters", [])]
+        kwargs["filters"] = [
+            FilterApplied(**{**f, "excluded_documents": [Document(**d) for d in f.get("excluded_documents", [])]})
+            for f in kwargs.get("filters", [])
+        ]
         kwargs["retrieved"] = [Document(**d) for d in kwargs.get("retrieved", [])]
         kwargs["delivered"] = [Document(**d) for d in kwargs.get("delivered", [])]
         kwargs["feedback"] = [Feedback(**f) for f in kwargs.get("feedback", [])]

@@ -142,6 +142,9 @@ RAG_FILTER_CANDIDATES_IN = "rag.filter.candidates_in"
 RAG_FILTER_CANDIDATES_OUT = "rag.filter.candidates_out"
 RAG_FILTER_EXCLUDED_IDS = "rag.filter.excluded_ids"
 """A string array: ids the filter removed from the unfiltered top-k, when the app knows them."""
+RAG_FILTER_EXCLUDED_DOCUMENTS = "rag.filter.excluded_documents"
+"""Documents the filter removed, flattened like ``retrieval.documents``
+(``rag.filter.excluded_documents.{i}.document.id|content``): reviewers judge their relevance blind."""
 
 RAG_CONTEXT_DOCUMENT_IDS = "rag.context.document_ids"
 """On the context stage: ids of the documents delivered to the generator, in prompt order."""

@@ -81,6 +81,15 @@ def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
 # --- PostgreSQL -------------------------------------------------------------------------
 
 
+def traversable_tmpdir(prefix: str) -> Path:
+    """A temporary directory the ``postgres`` user can reach when the tests run as root.
+
+    pytest's ``tmp_path`` lives under 0700 root-owned directories, so ``initdb`` run as
+    ``postgres`` cannot enter it; ``/tmp`` itself is world-traversable.
+    """
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
 def _pg_bindir() -> str | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     return os.path.dirname(found[-1]) if found else None
@@ -132,8 +141,7 @@ class PostgresServer:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    # Not under pytest's tmp_path: that tree is 0700 root, and the cluster runs as `postgres`.
-    root = Path(tempfile.mkdtemp(prefix="rag-monitor-pg-"))
+    root = traversable_tmpdir("rag-monitor-pg-")
     server = PostgresServer(root)
     server.start()
     try:

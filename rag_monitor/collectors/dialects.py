@@ -370,6 +370,7 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
                     candidates_in=_int(a[sc.RAG_FILTER_CANDIDATES_IN]) if sc.RAG_FILTER_CANDIDATES_IN in a else None,
                     candidates_out=_int(a[sc.RAG_FILTER_CANDIDATES_OUT]) if sc.RAG_FILTER_CANDIDATES_OUT in a else None,
                     excluded_ids=_string_list(a.get(sc.RAG_FILTER_EXCLUDED_IDS)),
+                    excluded_documents=_documents(a, sc.RAG_FILTER_EXCLUDED_DOCUMENTS, settings),
                 )
             )
         if sc.RAG_CONTEXT_DOCUMENT_IDS in a:

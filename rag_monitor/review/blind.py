@@ -42,6 +42,9 @@ def candidates(item_id: int, record: QueryRecord) -> list[Candidate]:
         if key and key not in docs:
             docs[key] = doc
     for applied in record.filters:
+        for doc in applied.excluded_documents:
+            if doc.id and (doc.id not in docs or not docs[doc.id].content):
+                docs[doc.id] = doc
         for doc_id in applied.excluded_ids:
             docs.setdefault(doc_id, Document(id=doc_id, content=""))
     shuffled = list(docs.values())

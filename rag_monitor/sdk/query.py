@@ -88,6 +88,7 @@ class _DocumentKeys:
 _RETRIEVED_KEYS = _DocumentKeys(semconv.RETRIEVAL_DOCUMENTS)
 _RERANK_IN_KEYS = _DocumentKeys(semconv.RERANKER_INPUT_DOCUMENTS)
 _RERANK_OUT_KEYS = _DocumentKeys(semconv.RERANKER_OUTPUT_DOCUMENTS)
+_EXCLUDED_KEYS = _DocumentKeys(semconv.RAG_FILTER_EXCLUDED_DOCUMENTS)
 
 
 def _document_fields(doc: Any) -> tuple[Any, Any, Any, Any]:
@@ -219,23 +220,6 @@ class Stage(_SpanHandle):
         return False
 
 
-class FilterStage(Stage):
-    """A filter: ``result()`` records its outcome when it is known only after filtering."""
-
-    __slots__ = ()
-
-    def result(self, candidates_out: int | None = None, excluded_ids: Iterable[Any] | None = None) -> None:
-        try:
-            attrs: dict[str, Any] = {}
-            if candidates_out is not None:
-                attrs[semconv.RAG_FILTER_CANDIDATES_OUT] = int(candidates_out)
-            if excluded_ids is not None:
-                attrs[semconv.RAG_FILTER_EXCLUDED_IDS] = tuple(str(i) for i in excluded_ids)
-            self._set(attrs)
-        except Exception:  # noqa: BLE001
-            log.internal_error("filter.result")
-
-
 class _DocumentStage(Stage):
     __slots__ = ()
 
@@ -273,6 +257,27 @@ class _DocumentStage(Stage):
             self._set(attrs)
         except Exception:  # noqa: BLE001
             log.internal_error("documents")
+
+
+class FilterStage(_DocumentStage):
+    """A filter: ``result()`` records its outcome when it is known only after filtering."""
+
+    __slots__ = ()
+
+    def result(self, candidates_out: int | None = None, excluded_ids: Iterable[Any] | None = None) -> None:
+        try:
+            attrs: dict[str, Any] = {}
+            if candidates_out is not None:
+                attrs[semconv.RAG_FILTER_CANDIDATES_OUT] = int(candidates_out)
+            if excluded_ids is not None:
+                attrs[semconv.RAG_FILTER_EXCLUDED_IDS] = tuple(str(i) for i in excluded_ids)
+            self._set(attrs)
+        except Exception:  # noqa: BLE001
+            log.internal_error("filter.result")
+
+    def excluded_documents(self, docs: Iterable[Any]) -> None:
+        """The documents the filter removed, with content, so reviewers can judge them blind."""
+        self._documents(_EXCLUDED_KEYS, docs)
 
 
 class RetrieveStage(_DocumentStage):
@@ -419,8 +424,13 @@ class Query(_SpanHandle):
         candidates_in: int | None = None,
         candidates_out: int | None = None,
         excluded_ids: Sequence[Any] | None = None,
+        excluded_documents: Sequence[Any] | None = None,
     ) -> FilterStage | NoopStage:
-        """A filter as applied: ``kind`` is ``"entitlement"`` or ``"relevance"`` (else ValueError)."""
+        """A filter as applied: ``kind`` is ``"entitlement"`` or ``"relevance"`` (else ValueError).
+
+        ``excluded_documents`` (dicts like ``retrieve``'s) carry the removed documents' content,
+        so reviewers can judge blind whether the filter dropped a relevant one.
+        """
         check_filter_kind(kind)
         truncated = None
         try:
@@ -442,7 +452,10 @@ class Query(_SpanHandle):
         except Exception:  # noqa: BLE001 - e.g. candidates_in="many": keep the span, drop the junk
             log.internal_error("filter arguments")
             attrs = {_KIND: _CHAIN, _STAGE: semconv.STAGE_FILTER, semconv.RAG_FILTER_KIND: kind}
-        return self._start(FilterStage, semconv.STAGE_FILTER, attrs, truncated)
+        stage = self._start(FilterStage, semconv.STAGE_FILTER, attrs, truncated)
+        if excluded_documents is not None:
+            stage.excluded_documents(excluded_documents)
+        return stage
 
     def retrieve(self) -> RetrieveStage | NoopStage:
         """A retrieval (RETRIEVER span); call ``documents()`` on it."""

@@ -55,3 +55,39 @@ def test_phoenix_down_keeps_ingest_working_and_counts_failures(start_agent):
     wait_until(lambda: agent.store.get_recent(trace_id) is not None, timeout=10, what="ingest despite Phoenix down")
     wait_until(lambda: (agent.metric("rag_agent_forwarded_spans_total", {"outcome": "failed"}) or 0) >= 1, timeout=20, what="the failure count")
     assert agent.metric_sum("rag_queries_total") == 1
+
+
+def test_scores_become_phoenix_annotations_and_golden_rows_a_dataset(start_agent, phoenix_server, tmp_path):
+    from phoenix.client import Client
+
+    from rag_monitor.review.golden import golden_rows, push_to_phoenix
+
+    agent = start_agent(phoenix_url=phoenix_server.url, phoenix_project="rag-monitor-scores", score_interval_s=0.5)
+    monitor = rag_monitor.init(service_name="svc", endpoint=agent.otlp_url, release="r1")
+    try:
+        trace_id = run_query(monitor)
+        monitor.feedback(trace_id, "thumbs_down")
+        monitor.force_flush()
+    finally:
+        monitor.shutdown()
+    wait_until(lambda: "lexical-v1" in agent.store.scores_for(trace_id), timeout=30, what="the score")
+    client = Client(base_url=phoenix_server.url)
+    root_span_id = agent.store.get_recent(trace_id).root_span_id
+
+    def annotations():
+        frame = client.spans.get_span_annotations_dataframe(span_ids=[root_span_id], project_identifier="rag-monitor-scores")
+        return frame if len(frame) else None
+
+    wait_until(lambda: annotations() is not None, timeout=30, interval=0.5, what="the annotation in Phoenix")
+    frame = annotations()
+    assert set(frame["annotation_name"]) == {"faithfulness"}
+    assert frame["result.label"].iloc[0] in ("supported", "unsupported")
+
+    item = agent.store.claim("alice", 60)
+    agent.store.submit_review(item.id, "alice", {"faithful": "yes", "relevant_documents": ["doc-1"]})
+    rows = golden_rows(agent.store, corpus_version="kb-1")
+    push_to_phoenix(rows, phoenix_server.url, dataset="golden-test")
+    dataset = client.datasets.get_dataset(dataset="golden-test")
+    (example,) = list(dataset)
+    assert example["input"]["question"] == "How do I cancel my plan?"
+    assert example["output"]["gold_doc_ids"] == ["doc-1"]

@@ -10,28 +10,10 @@ import pytest
 
 from rag_monitor.review.auth import hash_token
 from tests.review.test_review_api import HIDDEN_VALUES, sample_record
-from tests.services import require, require_module
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "review-page.png"
-
-
-@pytest.fixture
-def browser():
-    require_module("playwright")
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    require(executable is not None, "Debian's chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def test_reviewer_logs_in_labels_with_the_keyboard_and_the_item_leaves_the_queue(start_agent, browser, tmp_path):

@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 from rag_monitor.store import StoreUnavailable, open_store
-from tests.services import PostgresServer, free_port
-from tests.store.conftest import make_record, traversable_tmpdir
+from tests.services import PostgresServer, free_port, traversable_tmpdir
+from tests.store.conftest import make_record
 
 
 def test_locked_sqlite_file_raises_store_unavailable(tmp_path):
