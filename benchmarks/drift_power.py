@@ -95,10 +95,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats (wider intervals)")
     parser.add_argument("--reference-size", type=int, default=1000)
     parser.add_argument("--shift", type=float, default=0.2, help="share of current traffic on held-out intents")
+    parser.add_argument("--plot-only", action="store_true", help="redraw the PNG from the saved JSON")
     args = parser.parse_args()
     null_repeats, power_repeats = (60, 20) if args.quick else (200, 60)
     null_window = 200
     window_sizes = [25, 50, 100, 200, 400]
+    if args.plot_only:
+        plot(json.loads((RESULTS / "drift_power.json").read_text()), window_sizes)
+        return
 
     texts, intents = load_queries()
     vectors = embed(texts)
@@ -164,6 +168,7 @@ def main() -> None:
 
 def plot(result: dict, window_sizes: list[int]) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -178,6 +183,7 @@ def plot(result: dict, window_sizes: list[int]) -> None:
                     label=f"{name} (false alarms {false_alarm:.1%})")
     ax.axhline(result["alpha"], color="grey", linestyle="--", linewidth=1, label="alpha = 0.05")
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xticks(window_sizes, [str(s) for s in window_sizes])
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("current window size (queries)")

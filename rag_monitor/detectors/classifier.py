@@ -17,7 +17,9 @@ learns the chance differences of fold 2 and vice versa, so the folds' AUCs err t
 on banking77 windows with no drift, 5-fold CV with a fold-stratified rank-sum test flagged
 9% of windows at alpha = 0.05 (95% CI 5.4-13.9%, 200 windows). An exact CV p-value needs a
 permutation test that refits every fold per permutation (``k x n_permutations`` fits). The
-single split is exact and cheap; it spends half the data on training, which costs power.
+single split is exact and cheap; it spends half the data on training, which costs power
+(measured in ``benchmarks/drift_power.py``: 1.5% false alarms on the same banking77 windows,
+95% CI 0.3-4.3%).
 """
 
 from __future__ import annotations
