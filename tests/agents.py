@@ -79,3 +79,62 @@ def start_agent(tmp_path) -> Iterator[Callable[..., RunningAgent]]:
 @pytest.fixture
 def running_agent(start_agent) -> RunningAgent:
     return start_agent()
+
+
+class AgentProcess:
+    """``rag-monitor agent`` in a process of its own (as replicas run), configured by environment."""
+
+    def __init__(self, data_dir, **settings):
+        import os
+        import subprocess
+        import sys
+
+        self.otlp_port, self.http_port = free_port(), free_port()
+        self.otlp_url = f"http://127.0.0.1:{self.otlp_port}"
+        self.http_url = f"http://127.0.0.1:{self.http_port}"
+        env = dict(os.environ, RAG_MONITOR_DATA_DIR=str(data_dir), RAG_MONITOR_OTLP_PORT=str(self.otlp_port),
+                   RAG_MONITOR_HTTP_PORT=str(self.http_port), RAG_MONITOR_HHEM_MODEL_PATH="",
+                   **{f"RAG_MONITOR_{k.upper()}": str(v) for k, v in settings.items()})
+        self.log = open(f"{data_dir}.log", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "rag_monitor.cli", "agent"], env=env,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        from tests.services import wait_until
+
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"agent exited: {open(self.log.name).read()[-3000:]}")
+            with urllib.request.urlopen(f"{self.http_url}/readyz", timeout=1) as r:
+                return r.status == 200
+
+        wait_until(ready, timeout=60, what="the agent process to be ready")
+        self.instance_suffix = f":{self.proc.pid}:{self.otlp_port}"
+
+    def metric_sum(self, name: str, **match: str) -> float:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"{self.http_url}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        return sum(
+            s.value for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name == name and all(s.labels.get(k) == v for k, v in match.items())
+        )
+
+    def stop(self) -> None:
+        from tests.services import stop_process
+
+        stop_process(self.proc, timeout=30)
+        self.log.close()
+
+
+@pytest.fixture
+def start_agent_process(tmp_path):
+    started: list[AgentProcess] = []
+
+    def start(**settings) -> AgentProcess:
+        process = AgentProcess(tmp_path / f"replica{len(started)}", **settings)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()

@@ -1,0 +1,120 @@
+"""Two agent replicas on one PostgreSQL behave as one agent: traffic split by trace id (as the
+Collector's load-balancing exporter does), Prometheus sums across replicas equal the traffic,
+review items are never claimed twice, and each scheduled drift run happens once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import urllib.parse
+import urllib.request
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+import rag_monitor
+from rag_monitor.store import open_store
+from tests.services import free_port, require_binary, stop_process, wait_until
+
+pytestmark = pytest.mark.integration
+
+QUERIES = 60
+INTENTS = ["billing", "cards", "loans"]
+
+
+class TraceIdRouter(SpanExporter):
+    """Sends each span to the replica its trace id hashes to, like a load-balancing gateway."""
+
+    def __init__(self, endpoints: list[str]):
+        self.exporters = [OTLPSpanExporter(endpoint=f"{e}/v1/traces") for e in endpoints]
+
+    def export(self, spans):
+        groups: dict[int, list] = {}
+        for span in spans:
+            groups.setdefault(span.context.trace_id % len(self.exporters), []).append(span)
+        results = [self.exporters[i].export(group) for i, group in groups.items()]
+        return SpanExportResult.SUCCESS if all(r == SpanExportResult.SUCCESS for r in results) else SpanExportResult.FAILURE
+
+    def shutdown(self):
+        for exporter in self.exporters:
+            exporter.shutdown()
+
+
+def promql(port: int, expr: str) -> list:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())["data"]["result"]
+
+
+def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_url, tmp_path):
+    prometheus = require_binary("prometheus")
+    (tmp_path / "profiles.yaml").write_text(
+        "profiles:\n  - {name: intent-chi, signal: intent, detector: chi_square, reference_size: 20,"
+        " current_size: 20, min_current: 20, interval_s: 1}\n"
+    )
+    (tmp_path / "sampling.yaml").write_text("base_rate: 1.0\n")
+    common = dict(store_url=postgres_url, detector_profiles=str(tmp_path / "profiles.yaml"),
+                  sampling_config=str(tmp_path / "sampling.yaml"), drift_feed_interval_s=0.5)
+    replicas = [start_agent_process(**common), start_agent_process(**common)]
+    store = open_store(postgres_url)
+
+    monitor = rag_monitor.init(service_name="svc", release="r1",
+                               span_exporter=TraceIdRouter([r.otlp_url for r in replicas]))
+    try:
+        for i in range(QUERIES):
+            with monitor.query(f"question {i}", intent=INTENTS[i % 3]) as q:
+                q.answer("answer")
+        assert monitor.force_flush(10)
+    finally:
+        monitor.shutdown()
+    wait_until(lambda: sum(r.metric_sum("rag_queries_total") for r in replicas) == QUERIES, timeout=20, what="every query counted")
+    per_replica = [r.metric_sum("rag_queries_total") for r in replicas]
+    assert sum(per_replica) == QUERIES and all(n > 0 for n in per_replica), per_replica
+
+    # Prometheus scraping both replicas sums them to the traffic sent.
+    port = free_port()
+    targets = ", ".join(f"'127.0.0.1:{r.http_port}'" for r in replicas)
+    (tmp_path / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s}\n"
+        f"scrape_configs: [{{job_name: agents, static_configs: [{{targets: [{targets}]}}]}}]\n"
+    )
+    proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        expr = 'sum(rag_queries_total) and on() count(up{job="agents"} == 1) == 2'
+        wait_until(lambda: promql(port, expr), timeout=30, what="both replicas scraped")
+        assert float(promql(port, "sum(rag_queries_total)")[0]["value"][1]) == QUERIES
+    finally:
+        stop_process(proc)
+
+    # Reviewers on both replicas drain the shared queue: every item exactly once.
+    wait_until(lambda: store.queue_depth().get("queued") == QUERIES, timeout=20, what="every query queued")
+    claimed: list[list[int]] = [[], []]
+
+    def drain(i: int) -> None:
+        replica_store = open_store(postgres_url)  # each reviewer through its own connection pool
+        while (item := replica_store.claim(f"reviewer-{i}", 60)) is not None:
+            claimed[i].append(item.id)
+        replica_store.close()
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not set(claimed[0]) & set(claimed[1])
+    assert len(claimed[0]) + len(claimed[1]) == QUERIES
+
+    # Both replicas schedule the drift job every second; each slot runs once.
+    wait_until(lambda: len(store.drift_runs("intent-chi")) >= 3, timeout=30, what="three drift runs")
+    runs = store.drift_runs("intent-chi")
+    assert len({r.scheduled_for for r in runs}) == len(runs)
+    assert all(any(r.holder.endswith(p.instance_suffix) for p in replicas) for r in runs)
+    done = [r.result for r in runs if (r.result or {}).get("status") == "done"]
+    assert done, [r.result for r in runs]
+    verdicts = [r.metric_sum("rag_drift_p_value", signal="intent", detector="chi_square") for r in replicas]
+    assert verdicts[0] == verdicts[1] == pytest.approx(done[0]["p_value"])
+    store.close()
