@@ -47,7 +47,9 @@ DEMO_OVERRIDES: dict[str, Any] = {
 # and the bad release new while its alerts fire: the window sits between the two.
 RELEASE_WINDOW_S = {True: 20, False: 50}
 DRIFT_WINDOW = {True: 50, False: 120}
-"""Most recent queries in the current drift window (the reference is the baseline phase)."""
+"""Most recent queries in the current drift window."""
+REFERENCE_SIZE = {True: 100, False: 250}
+"""The first queries of the baseline phase (132 quick, 300 full) become the drift reference."""
 
 
 @dataclass
@@ -136,8 +138,8 @@ def _prepare_data_dir(options: DemoOptions) -> int:
     return run
 
 
-def _write_configs(root: Path) -> dict[str, str]:
-    """Sampling and prices for the demo, next to the shipped defaults."""
+def _write_configs(root: Path, quick: bool) -> dict[str, str]:
+    """Sampling, prices and drift profiles for the demo, next to the shipped defaults."""
     import yaml
 
     config = root / "config"
@@ -149,68 +151,46 @@ def _write_configs(root: Path) -> dict[str, str]:
     # The extractive generator is free; priced like a small hosted model so cost per query means something.
     models["demo-extractive-*"] = {"input": 0.15, "output": 0.60}
     (config / "prices.yaml").write_text(yaml.safe_dump({"models": models}))
-    paths = {"sampling_config": str(config / "sampling.yaml"), "price_table": str(config / "prices.yaml")}
+    (config / "profiles.yaml").write_text(yaml.safe_dump(_drift_profiles(quick)))
+    paths = {"sampling_config": str(config / "sampling.yaml"), "price_table": str(config / "prices.yaml"),
+             "detector_profiles": str(config / "profiles.yaml")}
     for name, rel in (("ingest_config", "collectors/ingest.yaml"), ("redaction_rules", "collectors/redaction.yaml")):
         if (REPO / rel).exists():
             paths[name] = str(REPO / rel)
     return paths
 
 
-# --- drift (until the agent schedules drift jobs itself) ----------------------------------------
+# --- drift: the agent's own scheduled jobs, with demo-sized windows --------------------------------
+
+DRIFT_PROFILE = "query-mmd"
 
 
-class QueryDriftCheck:
-    """MMD on the query embeddings the agent stored: the baseline phase against the newest queries.
+def _drift_profiles(quick: bool) -> dict[str, Any]:
+    """The baseline phase fills the reference; the newest queries are the current window."""
+    window = DRIFT_WINDOW[quick]
+    return {"profiles": [{
+        "name": DRIFT_PROFILE, "signal": "query_embedding", "detector": "mmd", "alpha": 0.01,
+        "reference_size": REFERENCE_SIZE[quick], "current_size": window, "min_current": window,
+        "current_max_age_s": None, "interval_s": 3, "options": {"n_permutations": 200},
+    }]}
 
-    A stand-in until the agent runs scheduled drift jobs: it reads the agent's stored records
-    and publishes through the agent's drift gauges, so Prometheus' drift rule sees it as it will
-    see the agent's own jobs.
-    """
 
-    signal = "query_embedding"
+class DriftRuns:
+    """Collects the agent's completed drift runs as they land, tagged with the phase they ran in."""
 
-    def __init__(self, agent: Any, window: int) -> None:
-        self.agent = agent
-        self.window = window
-        self.detector: Any = None
-        self.n_reference = 0
+    def __init__(self, store: Any) -> None:
+        self.store = store
         self.results: list[dict[str, Any]] = []
+        self._seen: set[float] = set()
 
-    def _vectors(self, trace_ids: Sequence[str]) -> Any:
-        import numpy as np
-
-        vectors = []
-        for trace_id in trace_ids:
-            record = self.agent.store.get_recent(trace_id)
-            if record is not None and record.query_embedding:
-                vectors.append(record.query_embedding)
-        return np.asarray(vectors, dtype=np.float32)
-
-    def fit(self, trace_ids: Sequence[str]) -> None:
-        from rag_monitor.detectors import MMDDrift
-
-        reference = self._vectors(trace_ids)
-        self.detector = MMDDrift(signal=self.signal, alpha=0.01, n_permutations=200, seed=0).fit(reference)
-        self.n_reference = len(reference)
-
-    def check(self, phase: str, recent_trace_ids: Sequence[str]) -> dict[str, Any] | None:
-        current = self._vectors(list(recent_trace_ids)[-self.window:])
-        if self.detector is None or len(current) < 10:
-            return None
-        result = self.detector.predict(current)
-        m = self.agent.metrics
-        labels = (result.signal, result.detector)
-        m.drift_statistic.labels(*labels).set(result.statistic)
-        m.drift_p_value.labels(*labels).set(result.p_value)
-        m.drift_detected.labels(*labels).set(1 if result.is_drift else 0)
-        m.drift_window_size.labels(*labels, "reference").set(result.n_reference)
-        m.drift_window_size.labels(*labels, "current").set(result.n_current)
-        m.drift_last_run.labels(*labels).set(time.time())
-        row = {"phase": phase, "signal": result.signal, "detector": result.detector, "is_drift": result.is_drift,
-               "p_value": result.p_value, "statistic": result.statistic,
-               "n_reference": result.n_reference, "n_current": result.n_current}
-        self.results.append(row)
-        return row
+    def collect(self, phase: str) -> None:
+        for run in reversed(self.store.drift_runs(DRIFT_PROFILE, limit=20)):
+            result = run.result or {}
+            if run.scheduled_for in self._seen or result.get("status") != "done":
+                continue
+            self._seen.add(run.scheduled_for)
+            self.results.append({"phase": phase, **{k: result[k] for k in (
+                "signal", "detector", "is_drift", "p_value", "statistic", "n_reference", "n_current")}})
 
 
 class _Every:
@@ -263,7 +243,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
         elif options.phoenix:
             notes.append("Phoenix is not installed (pip install arize-phoenix): traces are not browsable; the agent still works.")
 
-        agent = _start_agent(root, phoenix.url if phoenix else "", stack, free_port)
+        agent = _start_agent(root, phoenix.url if phoenix else "", stack, free_port, options.quick)
         urls = {"metrics": f"http://127.0.0.1:{agent.settings.http_port}/metrics",
                 "review": f"http://127.0.0.1:{agent.settings.http_port}/review (token: {REVIEW_TOKEN})"}
         if phoenix:
@@ -299,7 +279,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
                           alerting.prometheus.url if alerting else None)
 
 
-def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free_port: Any) -> Any:
+def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free_port: Any, quick: bool) -> Any:
     from rag_monitor.agent.service import Agent
     from rag_monitor.review.auth import hash_token
     from rag_monitor.settings import load_settings
@@ -307,7 +287,8 @@ def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free
     overrides = {
         "otlp_port": free_port(), "http_port": free_port(), "data_dir": str(root / "agent"),
         "review_tokens": f"demo-reviewer:admin:{hash_token(REVIEW_TOKEN)}", "phoenix_url": phoenix_url,
-        "score_interval_s": 1.0, "root_timeout_s": 5.0, "torch_threads": 1, **_write_configs(root),
+        "score_interval_s": 1.0, "root_timeout_s": 5.0, "torch_threads": 1, "drift_feed_interval_s": 1.0,
+        **_write_configs(root, quick),
     }
     agent = Agent(load_settings(overrides=overrides, environ={}))
     agent.start()
@@ -335,7 +316,7 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
     base = SupportApp(corpus, monitors[phases[0].release.name], MiniLMEmbedder(), phases[0].release, cache_dir=root / "cache")
     apps = {p.release.name: base.with_release(p.release, monitors[p.release.name]) for p in phases}
     runner = TrafficRunner(corpus, apps, seed=options.seed)
-    drift_check = QueryDriftCheck(agent, DRIFT_WINDOW[options.quick])
+    drift = DriftRuns(agent.store)
     reviewer = SimulatedReviewer(f"http://127.0.0.1:{agent.settings.http_port}", REVIEW_TOKEN, corpus)
     progress = ProgressBar(options.progress)
     recent: list[str] = []
@@ -349,12 +330,10 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             for monitor in monitors.values():
                 monitor.force_flush()
             if phase.name == "baseline":
-                _wait_stored(agent, stats[-1].trace_ids)
-                drift_check.fit(stats[-1].trace_ids)
-                background.append(_Every(3.0, lambda: drift_check.check(_phase_now(stats, phases), recent), "drift"))
+                background.append(_Every(3.0, lambda: drift.collect(_phase_now(stats, phases)), "drift"))
                 background.append(_Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
         _wait_stored(agent, recent[-20:])
-        drift_check.check(phases[-1].name, recent)
+        _wait_for_drift_run(agent, drift, phases[-1].name)
         reviewer.review_available(100)
         if alerting is not None:
             _wait_for_story(alerting, options)
@@ -367,11 +346,22 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
     for worker in background:
         for error in worker.errors[:3]:
             say(f"  warning: {error}")
-    return stats, drift_check.results, []
+    return stats, drift.results, []
 
 
 def _phase_now(stats: list, phases: list) -> str:
     return phases[min(len(stats), len(phases) - 1)].name
+
+
+def _wait_for_drift_run(agent: Any, drift: DriftRuns, phase: str, timeout: float = 30.0) -> None:
+    """One more completed drift run over the final traffic, so the summary shows where it ended."""
+    deadline = time.monotonic() + timeout
+    before = len(drift.results)
+    while time.monotonic() < deadline:
+        drift.collect(phase)
+        if len(drift.results) > before:
+            return
+        time.sleep(0.5)
 
 
 def _wait_stored(agent: Any, trace_ids: Sequence[str], timeout: float = 20.0) -> None:
