@@ -10,15 +10,15 @@ import glob
 import importlib.util
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# One implementation of the local service plumbing: the demo runs the same servers.
+from rag_monitor.demo.services import PhoenixServer, free_port, stop_process, wait_until  # noqa: F401 (re-exported)
 
 IN_CI = os.environ.get("CI") == "true"
 
@@ -41,44 +41,6 @@ def require_binary(name: str) -> str:
 
 def require_module(name: str) -> None:
     require(importlib.util.find_spec(name) is not None, f"the Python package {name!r}")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, interval: float = 0.1, what: str = "") -> None:
-    """Poll ``predicate`` until true; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception:  # noqa: BLE001 - the service may not be up yet
-            pass
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what or predicate}")
-
-
-def port_open(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex((host, port)) == 0
-
-
-def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-# --- PostgreSQL -------------------------------------------------------------------------
 
 
 def traversable_tmpdir(prefix: str) -> Path:
@@ -163,48 +125,9 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 # --- Phoenix --------------------------------------------------------------------------------
 
 
-class PhoenixServer:
-    def __init__(self, root: Path):
-        require_module("phoenix")
-        self.root = root
-        self.port = free_port()
-        self.grpc_port = free_port()
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 90.0) -> None:
-        env = dict(
-            os.environ,
-            PHOENIX_WORKING_DIR=str(self.root),
-            PHOENIX_HOST="127.0.0.1",
-            PHOENIX_PORT=str(self.port),
-            PHOENIX_GRPC_PORT=str(self.grpc_port),
-            PHOENIX_TELEMETRY_ENABLED="false",
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "phoenix.server.main", "serve"],
-            env=env, stdout=open(self.root / "phoenix.log", "wb"), stderr=subprocess.STDOUT,
-        )
-        import urllib.request
-
-        def healthy() -> bool:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"phoenix exited: {(self.root / 'phoenix.log').read_text()[-2000:]}")
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as r:
-                return r.status == 200
-
-        wait_until(healthy, timeout=timeout, interval=0.5, what="Phoenix /healthz")
-
-    def stop(self) -> None:
-        if self.proc:
-            stop_process(self.proc)
-
-
 @pytest.fixture(scope="session")
 def phoenix_server(tmp_path_factory) -> Iterator[PhoenixServer]:
+    require(PhoenixServer.available(), "the Python package 'arize-phoenix'")
     server = PhoenixServer(tmp_path_factory.mktemp("phoenix"))
     server.start()
     try:

@@ -60,7 +60,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> None:
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "", interval: float = 0.1) -> None:
     """Poll ``predicate`` (exceptions count as not yet) until true; TimeoutError naming ``what``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -72,7 +72,19 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
         except Exception:  # noqa: BLE001 - not up yet
             pass
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what or predicate}")
+
+
+def stop_process(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def get_json(url: str, timeout: float = 5.0) -> Any:
@@ -113,15 +125,7 @@ class _Process:
             raise TimeoutError(f"{exc}: {_log_tail(self.log)}") from None
 
     def stop(self, timeout: float = 10.0) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(self.proc, timeout)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
