@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import time
@@ -10,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_monitor.record import Feedback, QueryRecord
+
+import orjson
 
 
 def now_s() -> float:
@@ -24,18 +25,8 @@ def dump_json(value: Any, what: str) -> str:
         raise ValueError(f"{what} must be JSON-serialisable (finite numbers, str, list, dict): {e}") from None
 
 
-def _dataclass_fields(obj: Any) -> dict[str, Any]:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return vars(obj)
-    raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
-
-
 def record_json(record: QueryRecord | dict[str, Any]) -> tuple[str, str]:
-    """``(trace_id, JSON text)``; the text equals ``json.dumps(record.to_dict())``.
-
-    On the ingest path: the encoder reads the dataclasses' fields directly instead of
-    building ``to_dict()``'s deep copy first (about twice as fast for a typical record).
-    """
+    """``(trace_id, JSON text)``; the text parses back to ``record.to_dict()`` (non-finite floats as null)."""
     if isinstance(record, QueryRecord):
         payload: Any = record
         trace_id = record.trace_id
@@ -44,10 +35,13 @@ def record_json(record: QueryRecord | dict[str, Any]) -> tuple[str, str]:
     else:
         raise TypeError(f"expected a QueryRecord or its to_dict(), got {type(record).__name__}")
     try:
-        text = json.dumps(payload, default=_dataclass_fields, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as e:
+        # orjson serialises the dataclasses directly, several times faster than json on the
+        # ingest path. A non-finite float becomes null: a NaN confidence is stored as unknown.
+        text = orjson.dumps(payload).decode()
+    except (TypeError, ValueError, orjson.JSONEncodeError) as e:
         raise ValueError(f"record {trace_id} is not JSON-serialisable (finite numbers, str, list, dict): {e}") from None
     return trace_id, text
+
 
 
 @dataclass(frozen=True)

@@ -93,5 +93,6 @@ def test_record_json_matches_to_dict():
     trace_id, text = record_json(record)
     assert trace_id == record.trace_id
     assert json.loads(text) == record.to_dict()
-    with pytest.raises(ValueError, match="JSON"):
-        record_json(make_record(1, query_embedding=[float("nan")]))
+    # a non-finite float is stored as null (unknown), never as invalid JSON
+    _, text = record_json(make_record(1, confidence=float("nan")))
+    assert json.loads(text)["confidence"] is None

@@ -1,0 +1,117 @@
+"""The whole agent ingest path against bare OTLP parsing, in one process, and memory under load.
+
+Ingest = ``IngestPipeline.ingest``: decode, redact every span, assemble traces into records,
+write the recent records (and sampled review items) to SQLite, update the Prometheus metrics,
+offer the records to the drift feed. Baseline = protobuf parse and every span's attributes read
+into Python dicts (the least any Python receiver must do), on the same payloads. DESIGN.md's
+budget: ingest at no less than 25% of the baseline rate.
+
+The payloads are benchmarks/ingest_decode.py's (200 SDK-shaped traces of 8 spans, five
+~500-character documents per retrieval), with fresh trace ids for every round so each round
+assembles new traces. Memory: RSS and traced Python memory after a warm-up, then after a
+sustained stream; growth should be flat (the recent-records cache lives in SQLite, every
+in-memory structure is bounded).
+
+    .venv/bin/python benchmarks/ingest.py [--repeats 9] [--sustain 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ingest_decode import baseline, build_payloads  # noqa: E402
+
+from rag_monitor.agent.service import Agent  # noqa: E402
+from rag_monitor.settings import load_settings  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "ingest.json"
+
+
+def rss_mb() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def ingest(agent: Agent, payloads: list[bytes]) -> int:
+    spans = 0
+    for body in payloads:
+        spans += agent.pipeline.ingest(body, "application/x-protobuf").accepted_spans
+    return spans
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--sustain", type=int, default=40, help="rounds of 1,600 spans for the memory run")
+    args = parser.parse_args()
+
+    rounds = [build_payloads(seed=1000 + i) for i in range(args.repeats + args.sustain + 2)]
+    n_spans = 1600
+    with tempfile.TemporaryDirectory() as data_dir:
+        agent = Agent(load_settings(overrides={"data_dir": data_dir, "detector_profiles": "", "hhem_model_path": ""}, environ={}))
+        ingest(agent, rounds[0])  # warm-up: SQLite pages, label children, code paths
+        base, ours, paired = [], [], []
+        for i in range(args.repeats):
+            t0 = time.perf_counter()
+            baseline(rounds[1 + i])
+            t1 = time.perf_counter()
+            assert ingest(agent, rounds[1 + i]) == n_spans
+            t2 = time.perf_counter()
+            base.append(n_spans / (t1 - t0))
+            ours.append(n_spans / (t2 - t1))
+            paired.append((t1 - t0) / (t2 - t1))
+
+        tracemalloc.start()
+        offset = 1 + args.repeats
+        ingest(agent, rounds[offset])
+        rss_start, traced_start = rss_mb(), tracemalloc.get_traced_memory()[0] / 2**20
+        samples = []
+        t0 = time.perf_counter()
+        for i in range(1, args.sustain):
+            ingest(agent, rounds[offset + i])
+            if i % 10 == 0:
+                samples.append({"spans": i * n_spans, "rss_mb": round(rss_mb(), 1),
+                                "traced_mb": round(tracemalloc.get_traced_memory()[0] / 2**20, 1)})
+        sustained_rate = (args.sustain - 1) * n_spans / (time.perf_counter() - t0)
+        rss_end, traced_end = rss_mb(), tracemalloc.get_traced_memory()[0] / 2**20
+        tracemalloc.stop()
+        records = agent.store.recent_count()
+        agent.store.close()
+
+    result = {
+        "spans_per_round": n_spans,
+        "repeats": args.repeats,
+        "baseline_spans_per_s": statistics.median(base),
+        "ingest_spans_per_s": statistics.median(ours),
+        "ratio": statistics.median(ours) / statistics.median(base),
+        "paired_ratio_median": statistics.median(paired),
+        "budget_ratio": 0.25,
+        "sustained": {
+            "spans": (args.sustain - 1) * n_spans,
+            "spans_per_s": sustained_rate,
+            "rss_mb_start": round(rss_start, 1), "rss_mb_end": round(rss_end, 1),
+            "traced_mb_start": round(traced_start, 1), "traced_mb_end": round(traced_end, 1),
+            "samples": samples,
+            "records_in_store": records,
+        },
+        "what": "ingest = IngestPipeline.ingest (decode, redact, assemble, SQLite recent records + review queue, "
+                "metrics, drift feed offer); baseline = protobuf parse + attributes into dicts",
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
