@@ -1,0 +1,75 @@
+"""The README's commands and examples run as written, and its reference sections are current."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from rag_monitor.cli import main as cli
+from rag_monitor.reference import main as reference
+from tests.services import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+
+
+def test_readme_starts_with_the_two_commands():
+    first_block = re.search(r"```bash\n(.*?)```", README, re.S).group(1)
+    assert first_block.splitlines()[0].startswith("make demo") and first_block.splitlines()[1].startswith("make test")
+
+
+def test_generated_reference_sections_are_current():
+    assert reference(["--check"]) == 0
+
+
+def test_sdk_example_runs_as_written(running_agent):
+    code = PYTHON_BLOCKS[0].replace("http://127.0.0.1:4318", running_agent.otlp_url)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
+    wait_until(lambda: running_agent.metric_sum("rag_feedback_total", kind="thumbs_down") == 1, timeout=10, what="the feedback")
+    item = running_agent.store.claim("probe", 60)
+    assert item is not None and item.query_record.query == "How do I cancel?" and item.stratum == "thumbs_down"
+
+
+def test_openinference_example_runs_as_written(running_agent):
+    from langchain_core.documents import Document
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnablePassthrough
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    class PolicyRetriever(BaseRetriever):
+        def _get_relevant_documents(self, query, *, run_manager=None):
+            return [Document(page_content="Cancel under Settings > Billing.", metadata={"doc_id": "doc-1"})]
+
+    code = PYTHON_BLOCKS[1].replace("http://127.0.0.1:4318", running_agent.otlp_url)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
+    try:
+        prompt = ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}")
+        chain = {"context": PolicyRetriever(), "question": RunnablePassthrough()} | prompt | \
+            FakeListChatModel(responses=["Cancel under Settings > Billing."]) | StrOutputParser()
+        chain.invoke("How do I cancel?")
+        namespace["provider"].force_flush()
+        wait_until(lambda: running_agent.metric_sum("rag_queries_total", release="2026.11.30") == 1, timeout=15,
+                   what="the LangChain query in the agent")
+        assert running_agent.metric_sum("rag_stage_duration_seconds_count", stage="retrieve") == 1
+    finally:
+        LangChainInstrumentor().uninstrument()
+
+
+def test_cli_commands_in_the_readme_run(tmp_path, capsys):
+    assert cli(["config"]) == 0
+    assert "otlp_port = 4318" in capsys.readouterr().out
+    out = tmp_path / "calibration.html"
+    assert cli(["calibrate", "--begin", str(ROOT / "tests/data/begin/begin_dev_wow_200.tsv"), "--out", str(out)]) == 0
+    assert "0.901" in capsys.readouterr().out and out.exists()
+    hashed = subprocess.run([sys.executable, "-m", "rag_monitor.cli", "review", "hash-token"], input="s3cret\n",
+                            capture_output=True, text=True, check=True)
+    assert hashed.stdout.strip() == hashlib.sha256(b"s3cret").hexdigest()
