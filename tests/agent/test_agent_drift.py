@@ -67,3 +67,16 @@ profiles:
     runs = agent.store.drift_runs("query-mmd", limit=1)
     shifted = runs[0].result["most_shifted"]
     assert len(shifted) == 10 and all(len(s["trace_id"]) == 32 for s in shifted)
+
+    # The report explains it: the agent's verdicts, Evidently's view, the most shifted traces.
+    from rag_monitor.cli import main as cli
+
+    config = tmp_path / "agent.yaml"
+    config.write_text(f"data_dir: {agent.agent.settings.data_dir}\ndetector_profiles: {tmp_path / 'profiles.yaml'}\n"
+                      "phoenix_url: http://127.0.0.1:6006\n")
+    assert cli(["drift", "report", "--config", str(config), "--out", str(tmp_path / "report")]) == 0
+    index = (tmp_path / "report" / "index.html").read_text()
+    assert "<b>DRIFT</b>" in index and shifted[0]["trace_id"] in index
+    assert f"http://127.0.0.1:6006/redirects/traces/{shifted[0]['trace_id']}" in index
+    assert (tmp_path / "report" / "evidently-query_embedding.html").stat().st_size > 10_000
+    assert (tmp_path / "report" / "evidently-intent.html").exists()
