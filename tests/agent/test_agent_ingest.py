@@ -118,3 +118,24 @@ def test_bearer_token_is_required_when_configured(start_agent):
         wait_until(lambda: agent.metric_sum("rag_queries_total") == 1, timeout=10, what="the authorised query")
     finally:
         monitor.shutdown()
+
+
+def test_review_items_survive_an_agent_restart_exactly_once(start_agent, tmp_path):
+    data_dir = str(tmp_path / "durable")
+    agent = start_agent(data_dir=data_dir)
+    monitor = rag_monitor.init(service_name="svc", endpoint=agent.otlp_url, release="r1")
+    try:
+        trace_ids = [run_query(monitor, f"question {i}") for i in range(3)]
+        monitor.force_flush()
+        for trace_id in trace_ids:
+            monitor.feedback(trace_id, "thumbs_down")
+        monitor.force_flush()
+    finally:
+        monitor.shutdown()
+    wait_until(lambda: agent.store.queue_depth().get("queued") == 3, timeout=10, what="three queued items")
+    agent.agent.stop()
+
+    restarted = start_agent(data_dir=data_dir)
+    assert restarted.store.queue_depth().get("queued") == 3
+    claimed = [restarted.store.claim("alice", 60) for _ in range(4)]
+    assert sorted(item.trace_id for item in claimed[:3]) == sorted(trace_ids) and claimed[3] is None

@@ -91,3 +91,44 @@ def test_scores_become_phoenix_annotations_and_golden_rows_a_dataset(start_agent
     (example,) = list(dataset)
     assert example["input"]["question"] == "How do I cancel my plan?"
     assert example["output"]["gold_doc_ids"] == ["doc-1"]
+
+
+def test_a_langchain_pipeline_reaches_records_metrics_and_phoenix(start_agent, phoenix_server):
+    from langchain_core.documents import Document
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnablePassthrough
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    class Retriever(BaseRetriever):
+        def _get_relevant_documents(self, query, *, run_manager=None):
+            return [Document(page_content="Refunds take 5 days.", metadata={"doc_id": "refunds-1"})]
+
+    agent = start_agent(phoenix_url=phoenix_server.url, phoenix_project="rag-monitor-langchain")
+    provider = TracerProvider(resource=Resource.create({"service.name": "lc-bot", "service.version": "lc-2"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{agent.otlp_url}/v1/traces")))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        chain = {"context": Retriever(), "question": RunnablePassthrough()} | \
+            ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}") | \
+            FakeListChatModel(responses=["Refunds take 5 days."]) | StrOutputParser()
+        chain.invoke("How long do refunds take?")
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    wait_until(lambda: agent.metric_sum("rag_queries_total", release="lc-2") == 1, timeout=15, what="the LangChain record")
+    assert agent.metric_sum("rag_stage_duration_seconds_count", stage="retrieve", release="lc-2") == 1
+
+    def arrived():
+        frame = phoenix_spans(phoenix_server.url, "rag-monitor-langchain")
+        return frame if len(frame) else None
+
+    wait_until(lambda: arrived() is not None, timeout=30, interval=0.5, what="LangChain spans in Phoenix")
+    assert "RETRIEVER" in set(arrived()["span_kind"])
