@@ -171,3 +171,16 @@ def test_tenant_scoped_reviewer_sees_only_their_tenants(review_agent):
     review_agent.store.enqueue(sample_record("bb" * 16, tenant="globex"), stratum="base", inclusion_prob=1.0)
     status, body = dave.api("POST", "/api/review/claim")
     assert status == 200
+
+
+def test_tokens_never_reach_the_logs(review_agent, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    client = Client(review_agent.http_url)
+    assert client.login("a-wrong-secret-token") == 401
+    assert client.login("alice-token") == 200
+    assert client.api("POST", "/api/review/claim")[0] == 204
+    assert "failed review login" in caplog.text  # the failure is logged ...
+    assert "a-wrong-secret-token" not in caplog.text and "alice-token" not in caplog.text  # ... never the token
+    assert client.csrf not in caplog.text
