@@ -11,7 +11,6 @@ instead of being counted as late spans.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import Counter
@@ -27,9 +26,6 @@ from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.record import Feedback, QueryRecord
 from rag_monitor.review.sampler import Sampler
 from rag_monitor.store import FeedbackEvent, Store, StoreUnavailable
-
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class IngestResult:
@@ -53,7 +49,7 @@ class IngestPipeline:
         sampler: Sampler,
         limits,
         forward: Callable[[Sequence], None] | None = None,
-        on_sampled: Callable[[], None] | None = None,
+        on_records: Callable[[list[QueryRecord]], None] | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.store = store
@@ -64,8 +60,7 @@ class IngestPipeline:
         self.sampler = sampler
         self.limits = limits
         self.forward = forward
-        self.on_sampled = on_sampled
-        self.on_records: Callable[[list[QueryRecord]], None] | None = None
+        self.on_records = on_records
         """Called with every batch of kept records (the drift feed's O(1) offer)."""
         self.clock = clock
         # The assembler and the regeneration detector are stateful: one request at a time.
@@ -156,8 +151,6 @@ class IngestPipeline:
                 if self.store.enqueue(record, stratum=decision.stratum, inclusion_prob=decision.probability,
                                       pair_trace_id=decision.pair_trace_id):
                     self.metrics.sampled.labels(decision.stratum).inc()
-        if items and self.on_sampled:
-            self.on_sampled()
         return late_with_records
 
     def _late_feedback(self, trace_id: str, feedback: Feedback):

@@ -28,8 +28,24 @@ from rag_monitor.agent.forwarder import SpanForwarder
 from rag_monitor.agent.http import health_routes, metrics_routes, otlp_app
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
+from rag_monitor.agent.scoring import ScoringLoop, phoenix_annotator
+from rag_monitor.agent.scrape import ReviewStatsCollector
 from rag_monitor.alerts.metrics import AgentMetrics
+from rag_monitor.collectors.assembly import TraceAssembler
+from rag_monitor.collectors.config import IngestLimits
+from rag_monitor.collectors.otlp import encode_export_request
+from rag_monitor.collectors.pricing import PriceTable
+from rag_monitor.collectors.redaction import Redactor
+from rag_monitor.detectors.faithfulness import load_scorer
+from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
+from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
+from rag_monitor.detectors.jobs import DriftScheduler
+from rag_monitor.detectors.profiles import load_profiles
+from rag_monitor.review.auth import Reviewers
+from rag_monitor.review.sampler import Sampler, SamplingConfig
+from rag_monitor.review.web import ReviewApp
 from rag_monitor.settings import AgentSettings
+from rag_monitor.store import StoreUnavailable, open_store
 
 log = logging.getLogger(__name__)
 
@@ -42,25 +58,48 @@ def _config_path(path: str) -> Path | None:
 
 class Agent:
     def __init__(self, settings: AgentSettings, registry: CollectorRegistry | None = None):
-        from rag_monitor.collectors.assembly import TraceAssembler
-        from rag_monitor.collectors.config import IngestLimits
-        from rag_monitor.collectors.otlp import encode_export_request
-        from rag_monitor.collectors.pricing import PriceTable
-        from rag_monitor.collectors.redaction import Redactor
-        from rag_monitor.review.sampler import Sampler, SamplingConfig
-        from rag_monitor.store import open_store
-
         self.settings = s = settings
         Path(s.data_dir).mkdir(parents=True, exist_ok=True)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
+        self.instance = f"{socket.gethostname()}:{os.getpid()}:{s.otlp_port}"
+        """This replica's name: it holds drift runs and locks in the shared store."""
+        self.store = open_store(
+            s.resolved_store_url(), recent_ttl_s=s.recent_ttl_s,
+            busy_timeout_s=s.store_timeout_s, connect_timeout_s=s.store_timeout_s,
+        )
+        self._build_drift()
+        self._build_ingest()
+        self._build_review()
+        self._build_scoring()
+        self._servers: list = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop_event = threading.Event()
+        self._workers: list[threading.Thread] = []
 
-        ingest_file = _config_path(s.ingest_config)
+    # --- the planes ---------------------------------------------------------------------------
+
+    def _build_drift(self) -> None:
+        s = self.settings
+        profiles_file = _config_path(s.detector_profiles)
+        self.profiles = load_profiles(profiles_file) if profiles_file else []
+        self.drift_feed = DriftFeed(
+            self.store, self.profiles,
+            embedder=SentenceEmbedder(s.embedding_model, threads=s.torch_threads),
+            embedding_model=s.embedding_model,
+            on_dropped=lambda n: self.metrics.spans_dropped.labels("drift_feed_full").inc(n),
+        )
+        self.drift = DriftScheduler(self.store, self.profiles, holder=self.instance)
+
+    def _build_ingest(self) -> None:
+        s = self.settings
         overrides = {
             name: value
             for name in ("max_body_bytes", "max_attribute_chars", "max_pending_traces", "root_timeout_s")
             if (value := getattr(s, name))
         }
+        ingest_file = _config_path(s.ingest_config)
         self.limits = IngestLimits.load(ingest_file, **overrides) if ingest_file else IngestLimits(**overrides)
         prices_file = _config_path(s.price_table)
         self.prices = PriceTable.load(prices_file) if prices_file else PriceTable([])
@@ -68,11 +107,6 @@ class Agent:
         self.redactor = Redactor.load(rules_file) if rules_file else Redactor()
         sampling_file = _config_path(s.sampling_config)
         self.sampler = Sampler(SamplingConfig.load(sampling_file) if sampling_file else SamplingConfig())
-
-        self.store = open_store(
-            s.resolved_store_url(), recent_ttl_s=s.recent_ttl_s, busy_timeout_s=s.store_timeout_s, connect_timeout_s=s.store_timeout_s
-        )
-
         self.observer = QueryObserver(
             self.metrics,
             self.prices.cost,
@@ -83,7 +117,6 @@ class Agent:
         )
         for release in self.store.releases():
             self.observer.note_release(release.service, release.release, release.first_seen)
-
         self.forwarder: SpanForwarder | None = None
         if s.phoenix_url:
             self.forwarder = SpanForwarder(
@@ -101,52 +134,29 @@ class Agent:
             sampler=self.sampler,
             limits=self.limits,
             forward=self.forwarder.submit if self.forwarder else None,
+            on_records=self.drift_feed.offer,
         )
-        from rag_monitor.agent.scrape import ReviewStatsCollector
-        from rag_monitor.review.auth import Reviewers
-        from rag_monitor.review.web import ReviewApp
 
+    def _build_review(self) -> None:
+        s = self.settings
         self.review_stats = ReviewStatsCollector(self.store)
         self.registry.register(self.review_stats)
         self.reviewers = Reviewers.parse(s.review_tokens)
         if not len(self.reviewers):
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
         self.review_app = ReviewApp(self.store, self.reviewers, claim_s=s.review_claim_s, on_review=self._on_review)
-        from rag_monitor.agent.scoring import ScoringLoop, phoenix_annotator
-        from rag_monitor.detectors.faithfulness import load_scorer
-        from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
 
+    def _build_scoring(self) -> None:
+        s = self.settings
         scorer = load_scorer(s.hhem_model_path or None, threshold=s.scorer_threshold, torch_threads=s.torch_threads)
         self.scoring = ScoringLoop(
             self.store, FaithfulnessWorker(scorer), self.metrics, self.observer.labels_of,
             annotate=phoenix_annotator(s.phoenix_url) if s.phoenix_url else None,
         )
-        from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
-        from rag_monitor.detectors.jobs import DriftScheduler
-        from rag_monitor.detectors.profiles import load_profiles
-
-        profiles_file = _config_path(s.detector_profiles)
-        self.profiles = load_profiles(profiles_file) if profiles_file else []
-        self.drift_feed = DriftFeed(
-            self.store, self.profiles,
-            embedder=SentenceEmbedder(s.embedding_model, threads=s.torch_threads),
-            embedding_model=s.embedding_model,
-            on_dropped=lambda n: self.metrics.spans_dropped.labels("drift_feed_full").inc(n),
-        )
-        self.pipeline.on_records = self.drift_feed.offer
-        self.instance = f"{socket.gethostname()}:{os.getpid()}:{s.otlp_port}"
-        self.drift = DriftScheduler(self.store, self.profiles, holder=self.instance)
-        self._servers: list = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._stop_event = threading.Event()
-        self._workers: list[threading.Thread] = []
 
     # --- HTTP apps ------------------------------------------------------------------------
 
     def ready(self) -> bool:
-        from rag_monitor.store import StoreUnavailable
-
         try:
             self.store.ping()
         except StoreUnavailable:
