@@ -126,12 +126,6 @@ def _hash_token(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from rag_monitor.demo.run import main as demo_main
-
-    return demo_main(args.demo_args)
-
-
 def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="the agent's YAML settings file")
     parser.add_argument("--data-dir", help="directory of the embedded SQLite store")
@@ -196,13 +190,18 @@ def build_parser() -> argparse.ArgumentParser:
     hash_cmd = review_sub.add_parser("hash-token", help="print the SHA-256 to configure for a reviewer token (read from stdin)")
     hash_cmd.set_defaults(run=_hash_token)
 
-    demo = sub.add_parser("demo", help="the sample RAG app, scripted traffic and the agent on the embedded default", add_help=False)
-    demo.add_argument("demo_args", nargs=argparse.REMAINDER)
-    demo.set_defaults(run=_demo)
+    # `demo` is dispatched in main() before parsing; listed here for --help.
+    sub.add_parser("demo", help="the sample RAG app, scripted traffic and the agent on the embedded default (see `rag-monitor demo --help`)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:
+        # The demo parses its own flags (argparse's REMAINDER would swallow none that start with --).
+        from rag_monitor.demo.run import main as demo_main
+
+        return demo_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -24,6 +24,8 @@ from rag_monitor.store import Score as StoredScore
 
 log = logging.getLogger(__name__)
 
+ANNOTATE_TIMEOUT_S = 5.0
+
 
 def verdict_of(score) -> str:
     """supported / unsupported for scored answers; refusals and claim-less answers apart."""
@@ -80,21 +82,29 @@ class ScoringLoop:
             m.faithfulness_weighted.labels(release, variant, s.scorer, verdict).inc(s.weight)
             if s.value is not None:
                 m.faithfulness_score.labels(release, variant, s.scorer).observe(s.value)
-            if self.annotate is not None:
-                try:
-                    self.annotate(records[s.key].root_span_id, s)
-                except Exception as exc:  # noqa: BLE001 - Phoenix being down must not stop scoring
-                    m.forwarded_spans.labels("annotation_failed").inc()
-                    log.debug("could not annotate %s in Phoenix: %s", s.key, exc)
         self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
+        if self.annotate is not None:  # after the metrics: a slow Phoenix must not hold them up
+            self._annotate(records, scores)
         return len(scores)
+
+    def _annotate(self, records: dict, scores: list) -> None:
+        for done, s in enumerate(scores):
+            try:
+                self.annotate(records[s.key].root_span_id, s)
+            except Exception as exc:  # noqa: BLE001 - Phoenix being down must not stop scoring
+                # Down or hanging: one timeout per batch, not one per score; the rest are skipped, counted.
+                self.metrics.forwarded_spans.labels("annotation_failed").inc(len(scores) - done)
+                log.debug("could not annotate %s in Phoenix: %s", s.key, exc)
+                return
 
 
 def phoenix_annotator(base_url: str) -> Callable[[str, object], None]:
     """Annotate a span in Phoenix with a faithfulness score (``faithfulness`` annotation)."""
+    import httpx
     from phoenix.client import Client
 
-    client = Client(base_url=base_url)
+    # Phoenix's own default waits 30 s for a read: a hanging Phoenix would stall scoring that long.
+    client = Client(http_client=httpx.Client(base_url=base_url, timeout=ANNOTATE_TIMEOUT_S))
 
     def annotate(span_id: str, score) -> None:
         client.spans.add_span_annotation(

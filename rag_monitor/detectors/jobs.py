@@ -1,8 +1,9 @@
 """Scheduled drift runs: once per profile and schedule slot, across every replica.
 
 A run belongs to the slot ``floor(now / interval) * interval``. ``Store.claim_run`` lets exactly
-one replica take a slot (a unique row in the store); a run that dies midway leaves an expired
-lease, and the next replica to try the slot redoes it. APScheduler fires the jobs; torch and
+one replica take a slot (a unique row in the store). Replicas try the current slot several times
+per interval; a run that dies midway leaves a lease that lapses within half a slot, and the next
+try redoes it. APScheduler fires the jobs; torch and
 BLAS stay single-threaded inside the agent.
 
 Usage::
@@ -31,6 +32,19 @@ def slot_of(profile: DriftProfile, now: float) -> float:
     return math.floor(now / profile.interval_s) * profile.interval_s
 
 
+def run_lease_s(profile: DriftProfile) -> float:
+    """How long a claimed run may take before another replica may redo it.
+
+    Half a slot (5 s to 10 minutes): a run whose replica died is redone within its slot.
+    """
+    return max(5.0, min(profile.interval_s / 2, 600.0))
+
+
+def fire_interval_s(profile: DriftProfile) -> float:
+    """Each replica tries the current slot four times per interval; all but one try are a cheap no-op."""
+    return max(1.0, profile.interval_s / 4)
+
+
 def most_shifted(reference, current, trace_ids: list[str], n: int = SHIFTED_EXAMPLES) -> list[dict]:
     """The current items farthest from the reference (cosine distance to the nearest reference vector)."""
     import numpy as np
@@ -49,7 +63,7 @@ def run_profile(store, profile: DriftProfile, holder: str, now: float | None = N
     now = time.time() if now is None else now
     slot = slot_of(profile, now)
     if not store.claim_run(profile.name, slot, holder, signal=profile.signal, detector=profile.detector,
-                           lease_s=max(60.0, profile.interval_s)):
+                           lease_s=run_lease_s(profile), now=now):
         return None
     try:
         reference, _ = store.reservoir_get(profile.signal, "reference")
@@ -59,7 +73,7 @@ def run_profile(store, profile: DriftProfile, holder: str, now: float | None = N
         if n_ref < profile.reference_size or n_cur < profile.min_current:
             result = {"status": "skipped", "reason": f"windows too small: reference {n_ref}/{profile.reference_size}, current {n_cur}/{profile.min_current}",
                       "n_reference": n_ref, "n_current": n_cur, "signal": profile.signal, "detector": profile.detector}
-            store.finish_run(profile.name, slot, holder, status="ok", result=result)
+            store.finish_run(profile.name, slot, holder, status="ok", result=result, now=now)
             return result
         if profile.signal in EMBEDDING_SIGNALS:
             current = current[-profile.current_size:]
@@ -73,11 +87,11 @@ def run_profile(store, profile: DriftProfile, holder: str, now: float | None = N
         result["status"] = "done"
         if profile.signal in EMBEDDING_SIGNALS:
             result["most_shifted"] = most_shifted(reference, current, trace_ids)
-        store.finish_run(profile.name, slot, holder, status="ok", result=result)
+        store.finish_run(profile.name, slot, holder, status="ok", result=result, now=now)
         return result
     except Exception as exc:
         log.exception("drift run %s failed", profile.name)
-        store.finish_run(profile.name, slot, holder, status="failed", result={"error": str(exc)})
+        store.finish_run(profile.name, slot, holder, status="failed", result={"error": str(exc)}, now=now)
         raise
 
 
@@ -103,7 +117,7 @@ class DriftScheduler:
 
         self._scheduler = BackgroundScheduler(daemon=True)
         for profile in self.profiles:
-            self._scheduler.add_job(self.run_due, "interval", args=[profile], seconds=profile.interval_s,
+            self._scheduler.add_job(self.run_due, "interval", args=[profile], seconds=fire_interval_s(profile),
                                     id=profile.name, coalesce=True, max_instances=1)
         self._scheduler.start()
 
