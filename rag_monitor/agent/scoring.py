@@ -47,8 +47,13 @@ class ScoringLoop:
         labels_of: Callable,
         annotate: Callable[[str, object], None] | None = None,
         batch: int = 64,
+        holder: str = "agent",
+        lease_s: float = 300.0,
     ):
         self.store = store
+        self.holder = holder
+        self.lease_s = lease_s
+        """One replica scores at a time (a lease in the shared store), so no answer is counted twice."""
         self.worker = worker
         self.scorer = worker.scorer
         self.metrics = metrics
@@ -60,6 +65,8 @@ class ScoringLoop:
 
     def tick(self) -> int:
         """Score one batch of the backlog; returns how many items were scored."""
+        if not self.store.try_lock(f"scoring:{self.scorer.name}", self.holder, self.lease_s):
+            return 0  # another replica holds the scoring lease
         items = self.store.unscored_items(self.scorer.name, limit=self.batch)
         self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
         if not items:

@@ -152,6 +152,7 @@ class Agent:
         self.scoring = ScoringLoop(
             self.store, FaithfulnessWorker(scorer), self.metrics, self.observer.labels_of,
             annotate=phoenix_annotator(s.phoenix_url) if s.phoenix_url else None,
+            holder=self.instance, lease_s=max(5.0, 5 * s.score_interval_s),
         )
 
     # --- HTTP apps ------------------------------------------------------------------------

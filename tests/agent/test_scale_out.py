@@ -56,7 +56,7 @@ def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_
     )
     (tmp_path / "sampling.yaml").write_text("base_rate: 1.0\n")
     common = dict(store_url=postgres_url, detector_profiles=str(tmp_path / "profiles.yaml"),
-                  sampling_config=str(tmp_path / "sampling.yaml"), drift_feed_interval_s=0.5)
+                  sampling_config=str(tmp_path / "sampling.yaml"), drift_feed_interval_s=0.5, score_interval_s=0.5)
     replicas = [start_agent_process(**common), start_agent_process(**common)]
     store = open_store(postgres_url)
 
@@ -89,6 +89,11 @@ def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_
         assert float(promql(port, "sum(rag_queries_total)")[0]["value"][1]) == QUERIES
     finally:
         stop_process(proc)
+
+    # One replica at a time holds the scoring lease: every sampled answer is scored and counted once.
+    wait_until(lambda: sum(r.metric_sum("rag_faithfulness_scored_total") for r in replicas) == QUERIES, timeout=30,
+               what="every answer scored once")
+    assert store.scorer_backlog("lexical-v1") == 0
 
     # Reviewers on both replicas drain the shared queue: every item exactly once.
     wait_until(lambda: store.queue_depth().get("queued") == QUERIES, timeout=20, what="every query queued")
