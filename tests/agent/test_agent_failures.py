@@ -107,3 +107,34 @@ def test_store_unavailable_is_a_503_with_retry_after_and_nothing_is_lost(start_a
     assert status == 200
     assert agent.store.get_recent("01" * 16).query == "during outage"
     assert agent.metric("rag_agent_ingest_errors_total", {"reason": "store_unavailable"}) == 1
+
+
+def test_graceful_shutdown_drains_what_it_accepted(start_agent):
+    import threading
+    import urllib.error
+
+    agent = start_agent()
+    outcomes: dict[int, object] = {}
+
+    def send(i: int) -> None:
+        try:
+            outcomes[i] = agent.post(request_with({semconv.INPUT_VALUE: f"q{i}"}, trace_byte=i + 1).SerializeToString())[0]
+        except (urllib.error.URLError, ConnectionError, OSError) as exc:  # refused once the server stopped accepting
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    agent.agent.stop()
+    for t in threads:
+        t.join()
+    accepted = [i for i, outcome in outcomes.items() if outcome == 200]
+    assert len(outcomes) == 40 and accepted
+    assert all(outcome == 200 or isinstance(outcome, Exception) for outcome in outcomes.values())  # never a 5xx
+    from rag_monitor.store import open_store
+
+    store = open_store(agent.agent.settings.resolved_store_url())
+    try:
+        assert all(store.get_recent(f"{i + 1:02x}" * 16) is not None for i in accepted)
+    finally:
+        store.close()
