@@ -37,6 +37,7 @@ class AgentSettings:
     otlp_port: int = _setting(4318, "Port of the OTLP/HTTP receiver (`POST /v1/traces`, `/healthz`, `/readyz`).")
     http_host: str = _setting("127.0.0.1", "Address of the HTTP server for `/metrics`, the review page and its API.")
     http_port: int = _setting(8080, "Port of `/metrics`, `/healthz`, `/readyz`, `/review` and `/api/review`.")
+    max_concurrent_requests: int = _setting(8, "OTLP requests admitted at once; beyond it the receiver answers 503 + Retry-After. Ingest runs one request at a time, so more only lengthens the wait past exporters' timeouts.")
     otlp_token: str = _setting("", "When set, the OTLP receiver requires `Authorization: Bearer <token>`.")
 
     # --- storage ---

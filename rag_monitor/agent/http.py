@@ -18,7 +18,7 @@ from collections.abc import Callable
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -81,6 +81,20 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+async def _discard_body(request: Request, limit: int) -> None:
+    """Read and drop the body (up to ``limit`` bytes) before refusing a request: answering with the
+    body unread closes the connection over unread bytes, and the client gets a broken pipe or a
+    reset instead of our status (and Retry-After)."""
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return
+    except ClientDisconnect:
+        pass
+
+
 def otlp_app(
     pipeline: IngestPipeline,
     *,
@@ -102,6 +116,7 @@ def otlp_app(
         if in_flight.locked():
             # Saturated: ask the exporter to back off rather than queueing without limit.
             metrics.ingest_errors.labels("saturated").inc()
+            await _discard_body(request, max_body_bytes)
             return _error(503, "agent saturated, retry later", media_type, {"Retry-After": RETRY_AFTER_S})
         async with in_flight:
             try:

@@ -169,6 +169,7 @@ class Agent:
             self.pipeline,
             max_body_bytes=self.limits.max_body_bytes,
             bearer_token=self.settings.otlp_token,
+            max_concurrent=self.settings.max_concurrent_requests,
             ready=self.ready,
         )
 

@@ -130,7 +130,8 @@ def test_graceful_shutdown_drains_what_it_accepted(start_agent):
         t.join()
     accepted = [i for i, outcome in outcomes.items() if outcome == 200]
     assert len(outcomes) == 40 and accepted
-    assert all(outcome == 200 or isinstance(outcome, Exception) for outcome in outcomes.values())  # never a 5xx
+    # answered, refused with 503 + Retry-After (saturated: the exporter retries), or not accepted at all
+    assert all(outcome in (200, 503) or isinstance(outcome, Exception) for outcome in outcomes.values())
     from rag_monitor.store import open_store
 
     store = open_store(agent.agent.settings.resolved_store_url())
