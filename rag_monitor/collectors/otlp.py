@@ -169,13 +169,13 @@ def decode_export_request(
         return _ProtoDecoder(limits).decode(request)
     try:
         document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, ints over 4300 digits
         raise OTLPDecodeError(f"body is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise OTLPDecodeError(f"OTLP JSON body must be an object, got {type(document).__name__}")
     try:
         return _JsonDecoder(limits).decode(document)
-    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError, OverflowError) as exc:
         if isinstance(exc, OTLPDecodeError):
             raise
         raise OTLPDecodeError(f"body is not a valid OTLP JSON trace export: {exc}") from None
@@ -320,16 +320,36 @@ def _json_id(value: Any, size: int) -> bytes:
         return b"?"  # wrong length: rejected by the caller as a bad id
 
 
-def _json_int(value: Any) -> int:
-    # int64 fields are strings in OTLP JSON; tolerate numbers too.
-    return int(value) if value not in (None, "") else 0
+_INT64 = (-(2**63), 2**63 - 1)
+_UINT64 = (0, 2**64 - 1)
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _in_range(n: int, bounds: tuple[int, int], what: str) -> int:
+    # JSON numbers are unbounded; protobuf's are not, and the store and the forwarder rely on that.
+    if not bounds[0] <= n <= bounds[1]:
+        raise OTLPDecodeError(f"{what} {n} is out of range [{bounds[0]}, {bounds[1]}]")
+    return n
+
+
+def _json_int(value: Any, what: str = "timestamp") -> int:
+    # fixed64 timestamps are strings in OTLP JSON; tolerate numbers too.
+    return _in_range(int(value), _UINT64, what) if value not in (None, "") else 0
+
+
+def _json_str(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise OTLPDecodeError(f"{what} must be a string, got {type(value).__name__}")
+    return value
 
 
 def _json_enum(value: Any, names: tuple[str, ...], prefix: str) -> int:
     if value is None:
         return 0
     if isinstance(value, int):
-        return value
+        return _in_range(value, _INT32, "enum value")
     name = str(value).removeprefix(prefix)
     return names.index(name) if name in names else 0
 
@@ -344,7 +364,7 @@ class _JsonDecoder(_Decoder):
             resource = self._attributes((resource_spans.get("resource") or {}).get("attributes"))
             for scope_spans in _get(resource_spans, "scopeSpans", "scope_spans") or ():
                 for js in scope_spans.get("spans") or ():
-                    name = js.get("name", "")
+                    name = _json_str(js.get("name"), "span name")
                     trace_id = _json_id(_get(js, "traceId", "trace_id"), 16)
                     span_id = _json_id(_get(js, "spanId", "span_id"), 8)
                     parent = _json_id(_get(js, "parentSpanId", "parent_span_id"), 8)
@@ -367,7 +387,7 @@ class _JsonDecoder(_Decoder):
                         _json_int(_get(js, "startTimeUnixNano", "start_time_unix_nano")),
                         _json_int(_get(js, "endTimeUnixNano", "end_time_unix_nano")),
                         _json_enum(status.get("code"), _STATUS_NAMES, "STATUS_CODE_"),
-                        status.get("message", ""),
+                        _json_str(status.get("message"), "status message"),
                         self._attributes(js.get("attributes")),
                         resource,
                     )
@@ -375,7 +395,7 @@ class _JsonDecoder(_Decoder):
                     if events:
                         span.events = [
                             SpanEvent(
-                                e.get("name", ""),
+                                _json_str(e.get("name"), "event name"),
                                 _json_int(_get(e, "timeUnixNano", "time_unix_nano")),
                                 self._attributes(e.get("attributes")),
                             )
@@ -387,7 +407,7 @@ class _JsonDecoder(_Decoder):
     def _attributes(self, key_values: list[dict[str, Any]] | None) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
         for kv in key_values or ():
-            key = kv["key"]
+            key = _json_str(kv.get("key"), "attribute key")  # proto3 JSON omits an empty key
             value = self._value(kv.get("value") or {})
             attrs[key] = value
             if type(value) is list and value and type(value[0]) is float:
@@ -399,7 +419,7 @@ class _JsonDecoder(_Decoder):
             if variant in ("stringValue", "string_value"):
                 return item if len(item) <= self.max_chars else self._truncate(item)
             if variant in ("intValue", "int_value"):
-                return int(item)
+                return _in_range(int(item), _INT64, "intValue")
             if variant in ("doubleValue", "double_value"):
                 return float(item)  # also "NaN", "Infinity" as proto3 JSON writes them
             if variant in ("boolValue", "bool_value"):

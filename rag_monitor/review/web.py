@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -30,6 +31,7 @@ from rag_monitor.review.blind import blind_view, unblind_labels
 log = logging.getLogger(__name__)
 
 COOKIE = "rag_monitor_review"
+MAX_ITEM_ID_DIGITS = 18  # every 18-digit number fits in an int64
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'; form-action 'self'",
     "X-Frame-Options": "DENY",
@@ -67,7 +69,8 @@ class ReviewApp:
             Route("/review/login", self.login, methods=["POST"]),
             Route("/review/logout", self.logout, methods=["POST"]),
             Route("/api/review/claim", self.claim, methods=["POST"]),
-            Route("/api/review/items/{item_id:int}/labels", self.labels, methods=["POST"]),
+            # {item_id}, not {item_id:int}: Starlette's int convertor fails (500) on a 5000-digit id
+            Route("/api/review/items/{item_id}/labels", self.labels, methods=["POST"]),
             Route("/api/review/stats", self.stats, methods=["GET"]),
         ]
 
@@ -113,7 +116,10 @@ class ReviewApp:
             return _error(403, "cross-site login refused")
         if self.limiter.blocked(client):
             return _error(429, "too many failed logins; wait a minute")
-        form = await request.form()
+        try:
+            form = await request.form()
+        except HTTPException as exc:  # malformed multipart: Starlette's plain-text 400, made JSON
+            return _error(400, f"unreadable login form: {exc.detail}")
         token = str(form.get("token", ""))
         reviewer = self.reviewers.authenticate(token) if token else None
         if reviewer is None:
@@ -188,11 +194,16 @@ class ReviewApp:
         auth = self._authorize(request)
         if isinstance(auth, Response):
             return auth
+        raw_id = request.path_params["item_id"]
+        # The store's ids are int64: a longer number would overflow the driver, so it is no item.
+        if not (raw_id.isascii() and raw_id.isdigit() and len(raw_id) <= MAX_ITEM_ID_DIGITS):
+            return _error(404, f"no review item {raw_id[:40]!r}")
+        item_id = int(raw_id)
         try:
             labels = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's limit
             return _error(400, "the body must be a JSON object of labels")
-        return await run_in_threadpool(self._submit, auth.reviewer, request.path_params["item_id"], labels)
+        return await run_in_threadpool(self._submit, auth.reviewer, item_id, labels)
 
     async def stats(self, request: Request) -> Response:
         auth = self._authorize(request, role="admin", write=False)
