@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections import Counter
 
@@ -77,16 +75,6 @@ def raw_bodies():
     )
 
 
-def send_raw(client: Client, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
-    """A request with these exact bytes, in the client's session (if any); HTTP errors are answers."""
-    request = urllib.request.Request(client.base + path, data=body, method=method, headers=headers)
-    try:
-        with client.opener.open(request, timeout=10) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
 def check_api_answer(status: int, body: bytes, counts: Counter) -> None:
     counts["cases"] += 1
     counts[status] += 1
@@ -134,7 +122,7 @@ class Reviewing:
 
     def post_labels(self, body: bytes, content_type: str = "application/json"):
         headers = {"X-CSRF-Token": self.client.csrf, "Content-Type": content_type}
-        return send_raw(self.client, "POST", f"/api/review/items/{self.item_id}/labels", body, headers)
+        return self.client.raw("POST", f"/api/review/items/{self.item_id}/labels", body, headers)
 
     def submit_valid(self) -> None:
         """A valid submission for the claimed item must still be stored."""
@@ -200,7 +188,7 @@ def test_item_ids_in_the_path_never_5xx(review_agent):
     def case(item, method):
         path = f"/api/review/items/{item}/labels"
         headers = {"X-CSRF-Token": reviewing.client.csrf, "Content-Type": "application/json"}
-        status, answer = send_raw(reviewing.client, method, path, b'{"faithful": "yes"}', headers)
+        status, answer = reviewing.client.raw(method, path, b'{"faithful": "yes"}', headers)
         counts["cases"] += 1
         counts[status] += 1
         assert status < 500, (status, item[:50], answer[:300])
@@ -280,7 +268,7 @@ def test_no_session_or_csrf_is_refused_for_any_body(review_agent):
     def case(body, logged_in):
         client = reviewing.client if logged_in else anonymous
         headers = {"Content-Type": "application/json"}  # no X-CSRF-Token
-        status, answer = send_raw(client, "POST", f"/api/review/items/{reviewing.item_id}/labels", body, headers)
+        status, answer = client.raw("POST", f"/api/review/items/{reviewing.item_id}/labels", body, headers)
         check_api_answer(status, answer, counts)
         assert status == (403 if logged_in else 401), (status, answer)
 
