@@ -9,8 +9,7 @@ from collections.abc import Sequence
 
 
 def _agent(args: argparse.Namespace) -> int:
-    from rag_monitor.agent.service import Agent, configure_threads
-    from rag_monitor.settings import load_settings
+    from rag_monitor.settings import limit_native_threads, load_settings
 
     overrides = {
         "otlp_host": args.host, "otlp_port": args.port, "http_host": args.http_host,
@@ -18,7 +17,9 @@ def _agent(args: argparse.Namespace) -> int:
         "phoenix_url": args.phoenix_url,
     }
     settings = load_settings(args.config, overrides=overrides)
-    configure_threads(settings.torch_threads)
+    limit_native_threads(settings.torch_threads)
+    from rag_monitor.agent.service import Agent  # after the thread limits: numpy reads them on import
+
     Agent(settings).run()
     return 0
 

@@ -133,3 +133,10 @@ def load_settings(
         if value is not None:
             values[name] = value
     return AgentSettings(**{k: _coerce(k, v, types[k]) for k, v in values.items()})
+
+
+def limit_native_threads(n: int) -> None:
+    """Torch and BLAS use ``n`` threads (1 by default: under CPU contention two threads collapsed to a
+    tenth of their speed here). Call it before numpy or torch is imported: they read these once."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(n))

@@ -39,11 +39,6 @@ class RunningAgent:
         with urllib.request.urlopen(f"{self.http_url}/metrics", timeout=5) as r:
             return r.read().decode()
 
-    def scrape_lines(self, prefix: str) -> list[str]:
-        """The exposition lines of metrics starting with ``prefix`` that have a non-zero value."""
-        return [line for line in self.scrape().splitlines()
-                if line.startswith(prefix) and not line.endswith(" 0.0")]
-
     def post(self, body: bytes, content_type: str = "application/x-protobuf", headers: dict | None = None):
         """POST to /v1/traces; returns (status, headers, body) without raising on HTTP errors."""
         request = urllib.request.Request(

@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from rag_monitor.agent.pipeline import IngestPipeline
@@ -160,7 +160,3 @@ def metrics_routes(registry, before_scrape: Callable[[], None] = lambda: None) -
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return [Route("/metrics", metrics_endpoint)]
-
-
-def json_error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)

@@ -314,9 +314,3 @@ def _with_project(spans, project: str):
             seen.add(id(span.resource))
             span.resource.setdefault(semconv.OPENINFERENCE_PROJECT_NAME, project)
     return spans
-
-
-def configure_threads(n: int) -> None:
-    """Torch and BLAS run with ``n`` threads inside the agent (1 by default: see DEPENDENCIES)."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, str(n))
