@@ -139,3 +139,13 @@ def test_review_items_survive_an_agent_restart_exactly_once(start_agent, tmp_pat
     assert restarted.store.queue_depth().get("queued") == 3
     claimed = [restarted.store.claim("alice", 60) for _ in range(4)]
     assert sorted(item.trace_id for item in claimed[:3]) == sorted(trace_ids) and claimed[3] is None
+
+
+def test_the_agent_says_when_it_has_no_hhem_weights(start_agent, caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    agent = start_agent(hhem_model_path="")
+    assert "no HHEM-2.1-Open weights configured" in caplog.text
+    assert 'rag_scorer_info{scorer="lexical-v1"' in agent.scrape()
+    assert agent.metric_sum("rag_scorer_info", scorer="hhem-2.1-open") == 0
