@@ -32,7 +32,8 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 class RegenerationDetector:
     """Infers regenerations: the same session re-asks a near-duplicate query within a window.
 
-    Keeps the last query of at most ``max_sessions`` sessions (LRU), so memory is bounded.
+    Keeps the last query of sessions seen within the window (at most ``max_sessions``), so memory
+    follows the number of active sessions, not the traffic.
     """
 
     def __init__(self, window_s: float, similarity: float, max_sessions: int = 50_000):
@@ -49,7 +50,9 @@ class RegenerationDetector:
         with self._lock:
             previous = self._last.pop(record.session_id, None)
             self._last[record.session_id] = (record.start_ns, words)
-            if len(self._last) > self.max_sessions:
+            # Sessions silent for longer than the window can't regenerate: forget them (oldest first).
+            horizon = record.start_ns - self.window_ns
+            while len(self._last) > self.max_sessions or next(iter(self._last.values()))[0] < horizon:
                 self._last.popitem(last=False)
         if previous is None:
             return False

@@ -57,3 +57,10 @@ def test_filter_exclusions_and_unpriced_models():
     assert registry.get_sample_value("rag_filter_exclusions_total", {**labels, "filter_kind": "entitlement", "outcome": "removed_topk"}) == 1
     assert registry.get_sample_value("rag_unpriced_queries_total", {"model": "mystery"}) == 1
     assert obs.observe(record(2, llm_model="known", prompt_tokens=10, llm_calls=1)) == 0.001
+
+
+def test_regeneration_memory_follows_active_sessions():
+    detector = RegenerationDetector(window_s=60, similarity=0.8)
+    for i in range(1000):  # a new session every second
+        detector.is_regeneration(record(i, session_id=f"s{i}", query="hello"))
+    assert len(detector._last) <= 61
