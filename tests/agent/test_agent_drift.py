@@ -56,8 +56,9 @@ profiles:
     try:
         send(monitor, usual[:N])            # the reference window
         send(monitor, usual[N:2 * N])       # the same distribution, other queries
-        wait_until(lambda: latest(mmd, "rag_drift_last_run_timestamp_seconds") is not None, timeout=60, what="a first MMD run")
-        wait_until(lambda: latest({**mmd, "window": "current"}, "rag_drift_window_size") == N, timeout=60, what="a full current window")
+        for labels in (mmd, chi):  # both detectors have run on a full current window
+            wait_until(lambda: latest({**labels, "window": "current"}, "rag_drift_window_size") == N, timeout=60,
+                       what=f"a {labels['detector']} run on a full current window")
         assert latest(mmd) == 0 and latest(chi) == 0
         send(monitor, new[:N])               # new topics arrive
         wait_until(lambda: latest(mmd) == 1 and latest(chi) == 1, timeout=60, what="the drift verdict")
