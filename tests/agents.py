@@ -138,3 +138,21 @@ def start_agent_process(tmp_path):
     yield start
     for process in started:
         process.stop()
+
+
+def langchain_rag_chain(content: str, doc_id: str, answer: str):
+    """A minimal LangChain RAG chain (a one-document retriever, a prompt, a fake chat model)."""
+    from langchain_core.documents import Document
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnablePassthrough
+
+    class OneDocumentRetriever(BaseRetriever):
+        def _get_relevant_documents(self, query, *, run_manager=None):
+            return [Document(page_content=content, metadata={"doc_id": doc_id})]
+
+    prompt = ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}")
+    return ({"context": OneDocumentRetriever(), "question": RunnablePassthrough()} | prompt
+            | FakeListChatModel(responses=[answer]) | StrOutputParser())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rag_monitor.cli import main as cli
 from rag_monitor.reference import main as reference
+from tests.agents import langchain_rag_chain
 from tests.services import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,26 +37,14 @@ def test_sdk_example_runs_as_written(running_agent):
 
 
 def test_openinference_example_runs_as_written(running_agent):
-    from langchain_core.documents import Document
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-    from langchain_core.output_parsers import StrOutputParser
-    from langchain_core.prompts import ChatPromptTemplate
-    from langchain_core.retrievers import BaseRetriever
-    from langchain_core.runnables import RunnablePassthrough
     from openinference.instrumentation.langchain import LangChainInstrumentor
-
-    class PolicyRetriever(BaseRetriever):
-        def _get_relevant_documents(self, query, *, run_manager=None):
-            return [Document(page_content="Cancel under Settings > Billing.", metadata={"doc_id": "doc-1"})]
 
     code = PYTHON_BLOCKS[1].replace("http://127.0.0.1:4318", running_agent.otlp_url)
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102
     try:
-        prompt = ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}")
-        chain = {"context": PolicyRetriever(), "question": RunnablePassthrough()} | prompt | \
-            FakeListChatModel(responses=["Cancel under Settings > Billing."]) | StrOutputParser()
-        chain.invoke("How do I cancel?")
+        policy = "Cancel under Settings > Billing."
+        langchain_rag_chain(policy, "doc-1", policy).invoke("How do I cancel?")
         namespace["provider"].force_flush()
         wait_until(lambda: running_agent.metric_sum("rag_queries_total", release="2026.11.30") == 1, timeout=15,
                    what="the LangChain query in the agent")

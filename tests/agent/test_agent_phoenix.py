@@ -6,6 +6,7 @@ import pytest
 
 import rag_monitor
 from tests.agent.test_agent_ingest import run_query
+from tests.agents import langchain_rag_chain
 from tests.services import free_port, wait_until
 
 pytestmark = pytest.mark.integration
@@ -94,21 +95,11 @@ def test_scores_become_phoenix_annotations_and_golden_rows_a_dataset(start_agent
 
 
 def test_a_langchain_pipeline_reaches_records_metrics_and_phoenix(start_agent, phoenix_server):
-    from langchain_core.documents import Document
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-    from langchain_core.output_parsers import StrOutputParser
-    from langchain_core.prompts import ChatPromptTemplate
-    from langchain_core.retrievers import BaseRetriever
-    from langchain_core.runnables import RunnablePassthrough
     from openinference.instrumentation.langchain import LangChainInstrumentor
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    class Retriever(BaseRetriever):
-        def _get_relevant_documents(self, query, *, run_manager=None):
-            return [Document(page_content="Refunds take 5 days.", metadata={"doc_id": "refunds-1"})]
 
     agent = start_agent(phoenix_url=phoenix_server.url, phoenix_project="rag-monitor-langchain")
     provider = TracerProvider(resource=Resource.create({"service.name": "lc-bot", "service.version": "lc-2"}))
@@ -116,10 +107,7 @@ def test_a_langchain_pipeline_reaches_records_metrics_and_phoenix(start_agent, p
     instrumentor = LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:
-        chain = {"context": Retriever(), "question": RunnablePassthrough()} | \
-            ChatPromptTemplate.from_template("Context: {context}\nQuestion: {question}") | \
-            FakeListChatModel(responses=["Refunds take 5 days."]) | StrOutputParser()
-        chain.invoke("How long do refunds take?")
+        langchain_rag_chain("Refunds take 5 days.", "refunds-1", "Refunds take 5 days.").invoke("How long do refunds take?")
     finally:
         instrumentor.uninstrument()
         provider.shutdown()

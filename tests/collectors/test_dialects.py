@@ -114,17 +114,21 @@ def test_sdk_dialect_with_the_real_sdk():
 # --- LangChain ----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def langchain_instrumented():
-    from openinference.instrumentation.langchain import LangChainInstrumentor
-
-    with memory_tracer("lc-app", "lc-1.0") as (provider, exporter):
-        instrumentor = LangChainInstrumentor()
+def instrumented(instrumentor, service: str, version: str):
+    """Spans of ``service`` traced by a real OpenInference instrumentor into memory; uninstruments after."""
+    with memory_tracer(service, version) as (provider, exporter):
         instrumentor.instrument(tracer_provider=provider)
         try:
             yield exporter
         finally:
             instrumentor.uninstrument()
+
+
+@pytest.fixture
+def langchain_instrumented():
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    yield from instrumented(LangChainInstrumentor(), "lc-app", "lc-1.0")
 
 
 def test_langchain_openinference(langchain_instrumented):
@@ -171,13 +175,7 @@ def test_langchain_openinference(langchain_instrumented):
 def llama_index_instrumented():
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
-    with memory_tracer("li-app", "li-2.0") as (provider, exporter):
-        instrumentor = LlamaIndexInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            yield exporter
-        finally:
-            instrumentor.uninstrument()
+    yield from instrumented(LlamaIndexInstrumentor(), "li-app", "li-2.0")
 
 
 def test_llama_index_openinference(llama_index_instrumented):
