@@ -69,6 +69,23 @@ class Feedback:
 
 
 @dataclass
+class ModelCall:
+    """One model call of the query, priced with its own model: an LLM generation, an embedding, a rerank."""
+
+    kind: str
+    """``llm``, ``embedding`` or ``rerank``."""
+    model: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those read from the provider's prompt cache (priced at the cached rate)."""
+
+
+HIDDEN_FIELDS = ("query", "answer", "documents")
+"""Content an app can hide at the source (``CaptureConfig``); listed in ``QueryRecord.hidden``."""
+
+
+@dataclass
 class QueryRecord:
     """Everything the agent keeps about one query."""
 
@@ -108,6 +125,10 @@ class QueryRecord:
     query_embedding: list[float] | None = None
     document_embeddings: list[list[float]] = field(default_factory=list)
     feedback: list[Feedback] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
+    """Every LLM, embedding and rerank call, each with its own model and tokens."""
+    hidden: list[str] = field(default_factory=list)
+    """Which of ``HIDDEN_FIELDS`` the app hid: never scored, embedded or compared for regenerations."""
     error: str | None = None
     """The root span's error status message, if the query failed."""
 
@@ -140,4 +161,5 @@ class QueryRecord:
         kwargs["retrieved"] = [Document(**d) for d in kwargs.get("retrieved", [])]
         kwargs["delivered"] = [Document(**d) for d in kwargs.get("delivered", [])]
         kwargs["feedback"] = [Feedback(**f) for f in kwargs.get("feedback", [])]
+        kwargs["model_calls"] = [ModelCall(**c) for c in kwargs.get("model_calls", [])]
         return cls(**kwargs)
