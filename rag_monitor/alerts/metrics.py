@@ -94,7 +94,7 @@ class AgentMetrics:
         self.filtered_queries = Counter("rag_filter_queries_total", "Queries that applied a filter, by filter kind.", [*rv, "filter_kind"], registry=r)
         self.filter_exclusions = Counter(
             "rag_filter_exclusions_total",
-            "Queries whose filter emptied the candidates (outcome=emptied) or removed documents from the unfiltered top-k (outcome=removed_topk).",
+            "Queries whose filter of this kind emptied its candidates (outcome=emptied) or removed at least one of its unfiltered top-k candidates (outcome=removed_topk: named in excluded_ids or excluded_documents, or fewer candidates out than in; an emptied filter counts in both). Each query counts once per filter kind and outcome.",
             [*rv, "filter_kind", "outcome"], registry=r,
         )
         # The sample-based false-exclusion rate is computed from reviews in the store at scrape

@@ -6,7 +6,8 @@ from prometheus_client import CollectorRegistry
 
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
-from rag_monitor.record import FilterApplied, QueryRecord, StageTiming
+from rag_monitor.record import Document, FilterApplied, QueryRecord, StageTiming
+from rag_monitor.store import Release
 
 
 def record(i: int, **fields) -> QueryRecord:
@@ -16,7 +17,9 @@ def record(i: int, **fields) -> QueryRecord:
 
 def observer(**kwargs) -> tuple[QueryObserver, CollectorRegistry]:
     registry = CollectorRegistry()
-    return QueryObserver(AgentMetrics(registry), lambda model, p, c: 0.001 if model == "known" else None, **kwargs), registry
+    obs = QueryObserver(AgentMetrics(registry), lambda model, p, c: 0.001 if model == "known" else None, **kwargs)
+    obs.releases.apply([Release("unknown", "r1", 1.0)])  # what the store says is the newest release
+    return obs, registry
 
 
 def test_unbounded_label_values_fold_into_other():
