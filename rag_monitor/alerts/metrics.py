@@ -104,7 +104,7 @@ class AgentMetrics:
         self.faithfulness_score = Histogram("rag_faithfulness_score", "Faithfulness scores of sampled answers (1 = supported).", [*rv, "scorer"], buckets=SCORE_BUCKETS, registry=r)
         self.faithfulness_weighted = Counter(
             "rag_faithfulness_weighted_total",
-            "Scored answers weighted by inverse inclusion probability, by verdict (supported, unsupported; refused and no_claims apart, error when scoring failed).",
+            "Scored answers weighted by inverse inclusion probability, by verdict (supported, unsupported; refused, no_claims, no_context and not_scored (hidden content) apart, never scored; error when scoring failed).",
             [*rv, "scorer", "verdict"], registry=r,
         )
         self.faithfulness_scored = Counter("rag_faithfulness_scored_total", "Scored answers, unweighted (for minimum-sample guards).", [*rv, "scorer", "verdict"], registry=r)
