@@ -109,6 +109,10 @@ class IngestWriter:
             elif record is None and late.feedback.kind == semconv.FEEDBACK_THUMBS_DOWN:
                 written.pull_expired += 1
         written.outcome = self.store.persist_ingest(batch, now=now)
+        # Late feedback counts once: a resent event (a retry after a lost acknowledgement) is not new.
+        new = {(e.trace_id, e.key) for e in written.outcome.feedback_added}
+        events = [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in output.late_feedback]
+        written.late = [pair for pair, e in zip(written.late, events) if (e.trace_id, e.key) in new]
         if written.outcome.first_seen:
             self.releases.noted(written.outcome.first_seen)
             self.releases.refresh(self.store)

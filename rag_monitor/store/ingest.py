@@ -65,7 +65,8 @@ class IngestOutcome:
     skipped: set[str] = field(default_factory=set)
     """Traces of ``claim_required`` another replica had claimed: nothing of them was written."""
     first_seen: dict[tuple[str, str], float] = field(default_factory=dict)
-    feedback_added: int = 0
+    feedback_added: list[FeedbackEvent] = field(default_factory=list)
+    """The feedback events that were new (a resent one is stored, and counted, once)."""
 
 
 class PendingSpans:

@@ -77,11 +77,12 @@ class FeedbackLog:
 
     def add(self, events: Iterable[FeedbackEvent]) -> int:
         with self._db.write() as conn:
-            return self.add_in(conn, events)
+            return len(self.add_in(conn, events))
 
-    def add_in(self, conn: Connection, events: Iterable[FeedbackEvent]) -> int:
+    def add_in(self, conn: Connection, events: Iterable[FeedbackEvent]) -> list[FeedbackEvent]:
         """Store events inside the caller's transaction; an event whose key is stored already is
-        skipped (an exporter's retry). Returns how many were new."""
+        skipped (an exporter's retry). Returns the events that were new."""
+        events = list(events)
         rows = []
         for e in events:
             if not isinstance(e, FeedbackEvent):
@@ -89,10 +90,8 @@ class FeedbackLog:
             value = None if e.value is None else dump_json(e.value, "feedback value")
             rows.append({"trace_id": e.trace_id, "kind": e.kind, "reason": e.reason, "value": value, "time": e.time,
                          "key": e.key})
-        added = 0
-        for row in rows:  # one statement per row: RETURNING tells which were new
-            added += conn.execute(self._insert, row).first() is not None
-        return added
+        # One statement per row: RETURNING tells which were new.
+        return [e for e, row in zip(events, rows) if conn.execute(self._insert, row).first() is not None]
 
     def for_trace(self, trace_id: str) -> list[FeedbackEvent]:
         return self._select(feedback.c.trace_id == trace_id)
