@@ -31,6 +31,7 @@ class ReleaseLabels:
         self._exported: dict[tuple[str, str], float] = {}
         self._noted: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+        self._refreshing = threading.Lock()
 
     def label(self, service: str | None, release: str | None) -> str:
         if not release:
@@ -48,7 +49,9 @@ class ReleaseLabels:
 
     def refresh(self, store) -> None:
         """Re-read each service's newest releases from the store; export exactly those."""
-        self.apply(store.latest_releases(self.keep))
+        # Read and apply as one step: an older read applied after a newer one would drop a release.
+        with self._refreshing:
+            self.apply(store.latest_releases(self.keep))
 
     def apply(self, latest) -> None:
         """Label and export exactly ``latest`` (``Release`` rows: each service's newest)."""
