@@ -8,8 +8,8 @@ the package::
 """
 
 from .engine import default_sqlite_url
-from .ingest import IngestBatch, IngestOutcome, QueueWrite
 from .errors import ClaimError, NotFound, ReservoirMismatch, StoreError, StoreUnavailable
+from .ingest import IngestBatch, IngestOutcome, QueueWrite
 from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
 from .store import Store, open_store
 

@@ -15,8 +15,7 @@ from .coordination import Locks, Releases
 from .drift import DriftRuns, Reservoirs
 from .engine import Database
 from .ingest import IngestBatch, IngestOutcome, PendingSpans
-from .models import now_s
-from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
+from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score, now_s
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
 
