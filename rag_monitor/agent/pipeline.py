@@ -184,3 +184,5 @@ class IngestPipeline:
             m.traces_dropped.labels(reason).inc(n)
         if output.rejected_embeddings:
             m.embeddings_rejected.labels("wrong_dimension").inc(output.rejected_embeddings)
+        if output.partial_traces:
+            m.traces_partial.inc(output.partial_traces)

@@ -109,7 +109,7 @@ class Agent:
         self.sampler = Sampler(SamplingConfig.load(sampling_file) if sampling_file else SamplingConfig())
         self.observer = QueryObserver(
             self.metrics,
-            self.prices.cost,
+            self.prices.call_cost,
             top_intents=s.top_intents,
             top_tenants=s.top_tenants,
             top_releases=s.top_releases,
