@@ -44,7 +44,7 @@ class RegenerationDetector:
         self._lock = threading.Lock()
 
     def is_regeneration(self, record: QueryRecord) -> bool:
-        if not record.session_id or not record.query:
+        if not record.session_id or not record.query or "query" in record.hidden:  # hidden: nothing to compare
             return False
         words = _tokens(record.query)
         with self._lock:
