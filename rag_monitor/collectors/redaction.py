@@ -65,6 +65,7 @@ _ID_SUFFIX = "." + sc.DOCUMENT_ID
 # a document's id may come from its metadata, and must match its citations.
 _JSON_ID_KEYS = frozenset({"id", "doc_id", "document_id", "source", "file_name", "url", "session_id", "user_id"})
 _VECTOR_SUFFIX = "." + sc.EMBEDDING_VECTOR
+_BUILTIN_HINT = re.compile(r"[@\d:]")
 
 
 class Redactor:
@@ -89,6 +90,7 @@ class Redactor:
         self._min_chars = MIN_PII_CHARS if self.rules == BUILTIN_RULES else 1
         self._presidio = None
         self._presidio_entities = list(presidio_entities)
+        self._builtins_only = not use_presidio and all(r in BUILTIN_RULES for r in self.rules)
         if use_presidio:
             try:
                 from presidio_analyzer import AnalyzerEngine
@@ -118,6 +120,7 @@ class Redactor:
             pseudonym_key=pseudonym_key,
         )
         redactor.rules = tuple(r for r in redactor.rules if r not in BUILTIN_RULES or r.name not in disabled)
+        redactor._builtins_only = redactor._builtins_only and not data.get("rules")
         return redactor
 
     def redact_text(self, text: str) -> tuple[str, Counter[str]]:
@@ -127,6 +130,8 @@ class Redactor:
     def _redact(self, text: str, counts: Counter[str]) -> str:
         if len(text) < self._min_chars:
             return text
+        if self._builtins_only and _BUILTIN_HINT.search(text) is None:
+            return text  # every built-in kind needs an @, a digit or a colon
         has_number: bool | None = None
         for rule in self.rules:
             if rule.requires is not None and rule.requires not in text:
@@ -209,15 +214,17 @@ class Redactor:
             self._attributes(scope.attributes, counts)
 
     def _attributes(self, attrs: dict[str, Any], counts: Counter[str]) -> None:
+        min_chars = self._min_chars
         for key, value in attrs.items():
-            if key in _VOCABULARY_KEYS or key.endswith(_VECTOR_SUFFIX):
-                continue  # vectors were checked numeric and finite at decode
-            if key in _ID_KEYS or key.endswith(_ID_SUFFIX):
-                cleaned = self._identifier(value, counts)
-            elif type(value) is str:
-                if len(value) < self._min_chars:
+            kind = type(value)
+            if kind is str:
+                if len(value) < min_chars or key in _VOCABULARY_KEYS:
                     continue
-                cleaned = self._string(value, counts)
+                cleaned = self._identifier(value, counts) if key in _ID_KEYS or key.endswith(_ID_SUFFIX) else self._string(value, counts)
+            elif kind is int or kind is float or kind is bool or value is None or key.endswith(_VECTOR_SUFFIX):
+                continue  # vectors were checked numeric and finite at decode
+            elif key in _ID_KEYS:
+                cleaned = self._identifier(value, counts)
             else:
                 cleaned = self._value(value, counts)
             if cleaned is not value:
@@ -247,9 +254,11 @@ class Redactor:
         """Free text; a JSON document inside it is walked, so ids and escaped text are covered too."""
         if len(text) < self._min_chars:
             return text
+        if text[:1] not in "{[":
+            return self._redact(text, counts)
         found: Counter[str] = Counter()
         redacted = self._redact(text, found)
-        if text[:1] in "{[" and (found or "\\u" in text):
+        if found or "\\u" in text:  # PII, or escapes that could hide it: read it as JSON
             walked = self._json(text, counts)
             if walked is not None:
                 return walked
