@@ -53,7 +53,13 @@ def test_a_missing_or_broken_configured_file_names_the_setting_and_the_file(tmp_
 
 
 def test_the_wheel_carries_the_defaults(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+    import shutil
+
+    source = tmp_path / "src"  # a copy: building leaves build/ and egg-info beside the sources
+    shutil.copytree(ROOT / "rag_monitor", source / "rag_monitor", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copyfile(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
                    check=True, capture_output=True, timeout=300)
     wheel = next(tmp_path.glob("rag_monitor-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
