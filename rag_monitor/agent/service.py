@@ -98,6 +98,9 @@ class Agent:
                                   lambda: IngestLimits(**overrides))
         self.prices = load_config("price_table", s.price_table, PriceTable.load, lambda: PriceTable([]))
         key = load_pseudonym_key(s.pseudonym_key, s.data_dir)
+        if not s.pseudonym_key and s.store_url:
+            log.warning("pseudonym_key is not set: replicas sharing this store will pseudonymise the same "
+                        "identifier differently (each keeps its own key in its data_dir); set the same key on all")
         self.redactor = load_config("redaction_rules", s.redaction_rules, lambda p: Redactor.load(p, pseudonym_key=key),
                                     lambda: Redactor(pseudonym_key=key))
         self.sampler = Sampler(load_config("sampling_config", s.sampling_config, SamplingConfig.load, SamplingConfig))
