@@ -17,7 +17,7 @@ def record(i: int, **fields) -> QueryRecord:
 
 def observer(**kwargs) -> tuple[QueryObserver, CollectorRegistry]:
     registry = CollectorRegistry()
-    obs = QueryObserver(AgentMetrics(registry), lambda model, p, c: 0.001 if model == "known" else None, **kwargs)
+    obs = QueryObserver(AgentMetrics(registry), lambda call: 0.001 if call.model == "known" else None, **kwargs)
     obs.releases.apply([Release("unknown", "r1", 1.0)])  # what the store says is the newest release
     return obs, registry
 
