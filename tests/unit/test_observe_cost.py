@@ -21,8 +21,9 @@ def _observe(record: QueryRecord) -> tuple[float | None, CollectorRegistry]:
     registry = CollectorRegistry()
     prices = PriceTable.load(ROOT / "collectors" / "prices.yaml")
     observer = QueryObserver(AgentMetrics(registry), prices.call_cost)
-    observer.releases.apply([Release("unknown", "r1", 1.0)])  # the store's newest release
-    return observer.observe(record), registry
+    observer.releases.apply([Release("unknown", "r1", 1.0)])  # what the store says is the newest release
+    cost = observer.observe(record)
+    return cost, registry
 
 
 def _record(*calls: ModelCall) -> QueryRecord:
