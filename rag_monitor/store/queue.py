@@ -94,7 +94,7 @@ class ReviewQueue:
             raise ValueError(f"lease_s must be positive, got {lease_s!r}")
         now = now_s() if now is None else now
         t = review_items
-        conditions = [t.c.queue == queue, _claimable(now), *_offered_to(reviewer, groups)]
+        conditions = [t.c.queue == queue, claimable(now), *offered_to(reviewer, groups)]
         if tenants is not None:
             tenant_list = sorted(set(tenants))
             if not tenant_list:
@@ -109,7 +109,7 @@ class ReviewQueue:
         )
         stmt = (
             sa.update(t)
-            .where(t.c.id == candidate, _claimable(now))
+            .where(t.c.id == candidate, claimable(now))
             .values(state="claimed", claimed_by=reviewer, claim_expires_at=now + lease_s, draft=None)
             .returning(*t.c)
         )
@@ -237,7 +237,7 @@ def _tenant_of(record: QueryRecord | dict[str, Any]) -> str | None:
     return record.tenant if isinstance(record, QueryRecord) else record.get("tenant")
 
 
-def _offered_to(reviewer: str, groups: Iterable[str]) -> list[sa.ColumnElement[bool]]:
+def offered_to(reviewer: str, groups: Iterable[str]) -> list[sa.ColumnElement[bool]]:
     t = review_items
     assignees = [reviewer, *(f"group:{g}" for g in sorted(set(groups)))]
     done_by_me = sa.select(reviews.c.id).where(reviews.c.item_id == t.c.id, reviews.c.reviewer == reviewer)
@@ -249,7 +249,7 @@ def _offered_to(reviewer: str, groups: Iterable[str]) -> list[sa.ColumnElement[b
     ]
 
 
-def _claimable(now: float) -> sa.ColumnElement[bool]:
+def claimable(now: float) -> sa.ColumnElement[bool]:
     t = review_items
     return sa.or_(t.c.state == "queued", sa.and_(t.c.state == "claimed", t.c.claim_expires_at <= now))
 

@@ -179,6 +179,14 @@ class Store:
         """
         return self._queue.submit_review(item_id, reviewer, labels, reviews_needed=reviews_needed, now=now)
 
+    def current_claim(self, reviewer: str, *, now: float | None = None) -> ReviewItem | None:
+        """The item ``reviewer`` holds a valid claim on, if any."""
+        return self._workflow.current_claim(reviewer, now=now)
+
+    def claimable_count(self, reviewer: str, *, tenants: Iterable[str] | None = None, groups: Iterable[str] = (),
+                        now: float | None = None) -> int:
+        return self._workflow.claimable_count(reviewer, tenants=tenants, groups=groups, now=now)
+
     def save_draft(self, item_id: int, reviewer: str, draft: dict[str, Any], *, now: float | None = None) -> None:
         """The claim holder's step-one labels (once); ``ClaimError`` otherwise."""
         self._workflow.save_draft(item_id, reviewer, draft, now=now)

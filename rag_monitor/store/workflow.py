@@ -15,7 +15,8 @@ import sqlalchemy as sa
 
 from .engine import Database
 from .errors import ClaimError, NotFound
-from .models import Review, dump_json, now_s
+from .models import Review, ReviewItem, dump_json, now_s
+from .queue import claimable, offered_to
 from .schema import review_items, review_skips, reviews
 
 
@@ -32,6 +33,26 @@ class ReviewWorkflow:
             raise NotFound(f"no review item {item_id}")
         if row.state != "claimed" or row.claimed_by != reviewer or (row.claim_expires_at or 0) <= now:
             raise ClaimError(f"review item {item_id} is not claimed by you (the claim may have expired: claim again)")
+
+    def current_claim(self, reviewer: str, *, now: float | None = None) -> ReviewItem | None:
+        """The item ``reviewer`` holds a valid claim on (at most one is handed out at a time)."""
+        now = now_s() if now is None else now
+        t = review_items
+        stmt = sa.select(t).where(t.c.state == "claimed", t.c.claimed_by == reviewer, t.c.claim_expires_at > now)
+        with self._db.read() as conn:
+            row = conn.execute(stmt.order_by(t.c.id).limit(1)).first()
+        return ReviewItem.from_row(row) if row is not None else None
+
+    def claimable_count(self, reviewer: str, *, tenants: Iterable[str] | None = None, groups: Iterable[str] = (),
+                        now: float | None = None) -> int:
+        """Items waiting that ``reviewer`` could claim now."""
+        now = now_s() if now is None else now
+        t = review_items
+        stmt = sa.select(sa.func.count()).select_from(t).where(claimable(now), *offered_to(reviewer, groups))
+        if tenants is not None:
+            stmt = stmt.where(t.c.tenant.in_(sorted(set(tenants))))
+        with self._db.read() as conn:
+            return int(conn.execute(stmt).scalar_one())
 
     def save_draft(self, item_id: int, reviewer: str, draft: dict[str, Any], *, now: float | None = None) -> None:
         """Keep the claim holder's step-one labels; they cannot be changed afterwards."""
