@@ -87,6 +87,13 @@ class Client:
             return status
         return self.api("POST", f"/api/review/items/{item}/labels", labels)[0]
 
+    def review_step(self, item: int, labels: dict, relevance: dict | None = None) -> int:
+        """Both steps on an item already claimed."""
+        status, _ = self.api("POST", f"/api/review/items/{item}/relevance", relevance or {})
+        if status != 200:
+            return status
+        return self.api("POST", f"/api/review/items/{item}/labels", labels)[0]
+
     def api(self, method: str, path: str, body=None, csrf: bool = True):
         return self.call(method, path, body=body, headers={"X-CSRF-Token": self.csrf} if csrf else {})
 
