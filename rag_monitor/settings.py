@@ -136,7 +136,11 @@ def load_settings(
             raise ValueError(f"unknown setting {name!r}; known: {sorted(types)}")
         if value is not None:
             values[name] = value
-    return AgentSettings(**{k: _coerce(k, v, types[k]) for k, v in values.items()})
+    settings = AgentSettings(**{k: _coerce(k, v, types[k]) for k, v in values.items()})
+    from rag_monitor.masking import register_secrets
+
+    register_secrets(settings)  # logs and error messages mask them from now on
+    return settings
 
 
 def limit_native_threads(n: int) -> None:
