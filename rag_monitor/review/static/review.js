@@ -28,6 +28,9 @@ function checkbox(cls, key, label) {
 
 function showRelevance(view) {
   $("relevance").hidden = false; $("answer-step").hidden = true;
+  // nothing of an earlier item's answer step stays in the DOM
+  ["answer", "answer-a", "answer-b"].forEach((id) => text(id, ""));
+  $("contexts").replaceChildren();
   $("candidates").replaceChildren(...view.candidates.map((c) => {
     const li = document.createElement("li");
     li.append(item("p", c.content), checkbox("relevant", c.key, "relevant"), checkbox("gold", c.key, "gold"));
