@@ -75,3 +75,8 @@ def item_agreement(reviews: Sequence[Any], reviews_needed: int = 1) -> str:
     a, b = _labels(reviews[0]), _labels(reviews[1])
     keys = [k for k in (*AGREEMENT_LABELS, "gold_documents") if a.get(k) is not None and b.get(k) is not None]
     return "agreed" if all(a.get(k) == b.get(k) for k in keys) else "disagreed"
+
+
+def agreement_from_golden(rows: Iterable[Mapping[str, Any]], labels: Iterable[str] = AGREEMENT_LABELS) -> dict[str, Agreement]:
+    """The same, from golden-set export rows (their ``reviews``): for the calibration report."""
+    return agreement_by_label({row["trace_id"]: [r["labels"] for r in row.get("reviews", [])] for row in rows}, labels)

@@ -64,7 +64,7 @@ async function progress() {
   const response = await api("/api/review/progress", undefined, "GET");
   if (!response || !response.ok) return;
   const p = await response.json();
-  text("mine", `You: ${p.you.reviews} reviewed, ${p.you.recent} in the last hour, ${p.available} waiting for you.`);
+  text("mine", `You: ${p.you.reviews} reviewed, ${p.you.recent} in the last hour, ${p.available} more waiting for you.`);
   $("team").tBodies[0].replaceChildren(...p.team.map((r) => {
     const tr = document.createElement("tr"); tr.append(item("td", r.reviewer), item("td", r.reviews), item("td", r.recent)); return tr;
   }));
