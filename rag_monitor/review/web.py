@@ -193,7 +193,8 @@ class ReviewApp:
         """The other answer of a shadow pair, only when it belongs to the item's own tenant."""
         if not item.pair_trace_id:
             return None
-        paired = self.store.get_recent(item.pair_trace_id)
+        # Stored with the item (the pair is kept whole); the cache only for items queued before that.
+        paired = item.paired_record or self.store.get_recent(item.pair_trace_id)
         if paired is None:
             return None
         if paired.tenant != item.tenant or not reviewer.sees_tenant(paired.tenant):

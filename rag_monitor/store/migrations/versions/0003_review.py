@@ -1,7 +1,7 @@
 """Review workflow: assignment, step-one drafts, double review, skips, sessions, login throttle.
 
-Revision ID: 0002_review
-Revises: 0001
+Revision ID: 0003_review
+Revises: 0002_semantics
 Create Date: 2026-11-30
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002_review"
-down_revision = "0001"
+revision = "0003_review"
+down_revision = "0002_semantics"
 branch_labels = None
 depends_on = None
 
