@@ -44,6 +44,8 @@ from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
 from rag_monitor.detectors.jobs import DriftScheduler
 from rag_monitor.detectors.profiles import load_profiles
 from rag_monitor.review.auth import Reviewers
+from rag_monitor.review.collector import ReviewMetricsCollector
+from rag_monitor.review.proxy import ExternalView
 from rag_monitor.review.sampler import Sampler, SamplingConfig
 from rag_monitor.review.web import ReviewApp
 from rag_monitor.settings import AgentSettings
@@ -143,7 +145,13 @@ class Agent:
         self.reviewers = Reviewers.parse(s.review_tokens)
         if not len(self.reviewers):
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
-        self.review_app = ReviewApp(self.store, self.reviewers, claim_s=s.review_claim_s, on_review=self._on_review)
+        self.review_metrics = ReviewMetricsCollector(self.store, reviewers=[r.name for r in self.reviewers], top_releases=s.top_releases)
+        self.registry.register(self.review_metrics)
+        self.review_app = ReviewApp(
+            self.store, self.reviewers, claim_s=s.review_claim_s, on_review=self._on_review,
+            external=ExternalView.parse(s.trusted_proxies, s.review_external_url),
+            double_share=s.review_double_share, guidelines=s.review_guidelines,
+        )
 
     def _build_scoring(self) -> None:
         s = self.settings
@@ -181,6 +189,7 @@ class Agent:
 
     def _on_review(self, item, labels) -> None:
         self.review_stats.invalidate()
+        self.review_metrics.invalidate()
 
     def refresh_gauges(self) -> None:
         """Gauges read from the store at scrape time (the same on every replica)."""
@@ -232,8 +241,10 @@ class Agent:
 
         s = self.settings
         configs = [
-            uvicorn.Config(self.build_otlp_app(), host=s.otlp_host, port=s.otlp_port, log_level="warning", lifespan="off"),
-            uvicorn.Config(self.build_http_app(), host=s.http_host, port=s.http_port, log_level="warning", lifespan="off"),
+            # proxy_headers off: uvicorn would believe X-Forwarded-For from loopback; the review
+            # page reads forwarded headers itself, from `trusted_proxies` only.
+            uvicorn.Config(self.build_otlp_app(), host=s.otlp_host, port=s.otlp_port, log_level="warning", lifespan="off", proxy_headers=False),
+            uvicorn.Config(self.build_http_app(), host=s.http_host, port=s.http_port, log_level="warning", lifespan="off", proxy_headers=False),
         ]
         self._servers = [uvicorn.Server(c) for c in configs]
         for server in self._servers:
