@@ -221,7 +221,7 @@ def _query(rng, pii, k, t, dialect, release, service, session, reasked, hidden, 
         q.retrieved = []
     elif dialect != "sdk":  # no context stage: the generator gets what was retrieved
         q.delivered = list(q.retrieved)
-    q.refused = dialect == "sdk" and rng.random() < 0.07
+    q.refused = dialect == "sdk" and not hidden and rng.random() < 0.07
     q.confidence = round(rng.random(), 3) if dialect == "sdk" else None
     if rng.random() < 0.02:
         q.error, q.refused = f"upstream failure for {pii.email(rng)}", False

@@ -137,7 +137,10 @@ class Truth:
         return sum(v == "unsupported" for v in scored) / len(scored) if scored else None
 
     def false_exclusion(self, q: SimQuery) -> bool | None:
-        """True/False for a query with an entitlement-eligible gold document, else None."""
+        """True/False for a query with an entitlement-eligible gold document, else None (also when
+        the documents are hidden: a blind reviewer cannot judge their relevance)."""
+        if q.hidden:
+            return None
         removed = {"entitlement": set(), "relevance": set()}
         for f in q.filters:
             removed[f.kind].update(d.id for d in f.excluded)
