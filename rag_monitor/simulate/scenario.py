@@ -224,7 +224,8 @@ def _query(rng, pii, k, t, dialect, release, service, session, reasked, hidden, 
     q.refused = dialect == "sdk" and not hidden and rng.random() < 0.07
     q.confidence = round(rng.random(), 3) if dialect == "sdk" else None
     if rng.random() < 0.02:
-        q.error, q.refused = f"upstream failure for {pii.email(rng)}", False
+        # The query fails before it answers: no refusal, no confidence.
+        q.error, q.refused, q.confidence = f"upstream failure for {pii.email(rng)}", False, None
     if q.refused:
         q.answer, q.supported = "I cannot help with that request.", None
     elif q.error is not None:

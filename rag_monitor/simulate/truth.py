@@ -73,7 +73,8 @@ class Truth:
     """(stage, release, variant) -> durations."""
     ttft: dict = field(default_factory=lambda: defaultdict(Histogram))
     tokens: Counter = field(default_factory=Counter)
-    """(kind, model) -> tokens; kind prompt or completion (embedding input tokens are prompt)."""
+    """(kind, model) -> tokens; kind prompt, completion or cached_prompt (the cached part of prompt;
+    embedding input tokens are prompt)."""
     cost: Counter = field(default_factory=Counter)
     """model -> USD."""
     query_cost: dict = field(default_factory=lambda: defaultdict(Histogram))
@@ -98,6 +99,8 @@ class Truth:
     def inclusion(self, q: SimQuery, rates: dict[str, float]) -> tuple[str, float, int]:
         """(stratum, probability, draw trace id) under the single-draw design."""
         strata = [("base", rates["base_rate"])]
+        # A complaint after the recent-records TTL can no longer pull the query in; were it to
+        # raise the probability of an item already sampled, the estimates would be biased.
         if any(f.kind == "thumbs_down" and f.timing != "after_ttl" for f in q.feedback):
             strata.append(("thumbs_down", rates["thumbs_down_rate"]))
         if q.confidence is not None and q.confidence < rates["low_confidence_below"]:
@@ -107,7 +110,8 @@ class Truth:
         if q.shadow_of:
             strata.append(("shadow_pair", rates["shadow_pair_rate"]))
         stratum, p = max(strata, key=lambda s: s[1])
-        return stratum, p, q.shadow_of if stratum == "shadow_pair" else q.trace_id
+        # One draw for every stratum; a shadow query draws on the production trace it shadows.
+        return stratum, p, q.shadow_of or q.trace_id
 
     def sample(self, rates: dict[str, float], uniform) -> dict[str, tuple[str, float]]:
         """trace id -> (stratum, probability) of every query the sampler must choose."""
@@ -192,14 +196,18 @@ def expected(scenario: Scenario, spans_sent: int, prices: dict | None = None) ->
             t.stage_duration[(stage.name, *rv)].values.append(stage.duration_s)
         if q.ttft_s is not None:
             t.ttft[rv].values.append(q.ttft_s)
-        query_cost = 0.0
+        query_cost, priced = 0.0, 0
         for call in q.calls:
             t.tokens[("prompt", call.model)] += call.input_tokens
             t.tokens[("completion", call.model)] += call.output_tokens
+            t.tokens[("cached_prompt", call.model)] += call.cached_input_tokens
+            if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
+                continue  # an embedding call without token counts: nothing to price
             cost = call_cost(prices, call.model, call.input_tokens, call.output_tokens, call.cached_input_tokens)
             t.cost[call.model] += cost
-            query_cost += cost
-        t.query_cost[rv].values.append(query_cost)
+            query_cost, priced = query_cost + cost, priced + 1
+        if priced:  # a query's cost is observed when it made a priced call
+            t.query_cost[rv].values.append(query_cost)
         for f in q.filters:
             t.filter_queries[f.kind] += 1
             if f.candidates_in and f.candidates_out == 0:
