@@ -90,7 +90,9 @@ class _SdkApp:
             rng_owner = sorted(self.scenario.pii.values)[0] if self.scenario.pii.values else "owner@example-mail.com"
             capture = CaptureConfig(hide_inputs=hidden, hide_outputs=hidden, hide_document_content=hidden)
             m = rag_monitor.init(service_name=self.scenario.service, release=release, span_exporter=self.exporter,
-                                 batch=False, capture=capture, resource_attributes={"deployment.owner": rng_owner})
+                                 batch=False, capture=capture,
+                                 resource_attributes={"deployment.owner": rng_owner,
+                                                      "service.instance.id": f"sim-{self.scenario.seed}"})
             m._tracer.id_generator = self.ids
             self.monitors[key] = m
         return self.monitors[key]
