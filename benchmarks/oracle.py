@@ -74,6 +74,13 @@ def run_seed(seed: int, queries: int, work: Path) -> tuple[list[Check], list[dic
         agent.store.close()
 
 
+def _git(*args: str) -> str:
+    import subprocess
+
+    run = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return run.stdout.strip()
+
+
 def binomial_interval(hits: int, n: int) -> list[float]:
     """Wilson 95% interval of a proportion."""
     if not n:
@@ -91,6 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--queries", type=int, default=160)
     parser.add_argument("--max-s", type=float, default=1500.0, help="stop starting seeds after this many seconds")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--note", default="", help="what code ran (recorded with the results)")
     args = parser.parse_args(argv)
 
     failures: Counter[str] = Counter()
@@ -118,6 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
         "script": "benchmarks/oracle.py",
         "what": "per seed: a fresh in-process agent (SQLite) fed the simulator's OTLP bodies through IngestPipeline.ingest; "
                 "every exported quantity compared with the truth; estimates' 95% intervals against the true values",
+        "code": {"commit": _git("rev-parse", "HEAD"), "note": args.note},
         "queries_per_seed": args.queries,
         "sampling": SAMPLING,
         "seeds": seeds_run,
