@@ -19,7 +19,7 @@ from tests.oracle.harness import RECENT_TTL_S, SAMPLING, OtlpSink, run_oracle
 
 pytestmark = pytest.mark.integration
 
-QUERIES = 160
+QUERIES = 100
 
 
 def _settings(tmp_path, sink: OtlpSink, **more) -> dict:
