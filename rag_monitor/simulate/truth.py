@@ -141,14 +141,18 @@ class Truth:
         return sum(v == "unsupported" for v in scored) / len(scored) if scored else None
 
     def false_exclusion(self, q: SimQuery) -> bool | None:
-        """True/False for a query with an entitlement-eligible gold document, else None (also when
-        the documents are hidden: a blind reviewer cannot judge their relevance)."""
+        """True/False for a query with an entitlement-eligible gold document a blind reviewer can
+        judge (its content is shown: retrieved, delivered, or removed and sent with
+        ``excluded_documents``), else None; hidden documents cannot be judged at all."""
         if q.hidden:
             return None
         removed = {"entitlement": set(), "relevance": set()}
+        shown = {d.id for d in [*q.retrieved, *q.delivered]}
         for f in q.filters:
             removed[f.kind].update(d.id for d in f.excluded)
-        eligible = set(q.gold) - removed["entitlement"]
+            if f.report in ("documents", "both"):
+                shown.update(d.id for d in f.excluded)
+        eligible = (set(q.gold) & shown) - removed["entitlement"]
         if not eligible:
             return None
         return eligible <= removed["relevance"]

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -129,23 +130,76 @@ def settle(traffic: Traffic, agents: list, store_url: str, timeout: float = 60) 
     engine.dispose()
 
 
-def review(traffic: Traffic, store) -> int:
-    """Label every queued item the way a careful reviewer would: the gold documents relevant."""
+REVIEWER_TOKEN = "oracle-reviewer-token"
+
+
+def _gold_keys(traffic: Traffic):
     by_content = {d.content: d.id for q in traffic.scenario.queries
                   for d in [*q.retrieved, *q.delivered, *(x for f in q.filters for x in f.excluded)]}
     gold = {q.trace_hex: set(q.gold) for q in traffic.scenario.queries}
+    return by_content, gold
+
+
+def review(traffic: Traffic, store) -> int:
+    """Label every queued item as a careful blind reviewer would (through the store): the
+    documents whose content is a gold document's are relevant."""
+    by_content, gold = _gold_keys(traffic)
     done = 0
     while (item := store.claim("oracle-reviewer", 600)) is not None:
         record = item.query_record
-        relevant = set()
-        for doc in [*record.delivered, *record.retrieved, *(d for f in record.filters for d in f.excluded_documents)]:
-            if doc.id and by_content.get(doc.content) in gold.get(item.trace_id, ()):
-                relevant.add(doc.id)
-        for f in record.filters:
-            relevant.update(i for i in f.excluded_ids if i in gold.get(item.trace_id, ()))
+        shown = [*record.delivered, *record.retrieved, *(d for f in record.filters for d in f.excluded_documents)]
+        relevant = {d.id for d in shown if d.id and d.content and by_content.get(d.content) in gold.get(item.trace_id, ())}
         store.submit_review(item.id, "oracle-reviewer", {"relevant_documents": sorted(relevant), "faithful": "yes"})
         done += 1
     return done
+
+
+class ReviewClient:
+    """The review API as the page uses it: a session cookie, then the CSRF token on writes."""
+
+    def __init__(self, base: str, token: str):
+        import http.cookiejar
+
+        self.base = base
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        status, page = self.call("POST", "/review/login", urllib.parse.urlencode({"token": token}).encode(),
+                                 {"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 200, f"review login: {status}"
+        marker = b'name="csrf-token" content="'
+        start = page.index(marker) + len(marker)
+        self.csrf = page[start:page.index(b'"', start)].decode()
+
+    def call(self, method: str, path: str, data: bytes | None = None, headers: dict | None = None):
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers or {})
+        try:
+            with self.opener.open(request, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def api(self, method: str, path: str, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        return self.call(method, path, data, {"X-CSRF-Token": self.csrf, "Content-Type": "application/json"})
+
+
+def review_through_api(traffic: Traffic, agent) -> tuple[int, str]:
+    """Blind review of every queued item through the review API; returns (items, what it showed)."""
+    by_content, gold = _gold_keys(traffic)
+    client = ReviewClient(agent.http_url, REVIEWER_TOKEN)
+    all_gold = set().union(*gold.values())
+    shown, done = [], 0
+    while True:
+        status, body = client.api("POST", "/api/review/claim")
+        if status == 204:
+            return done, "\n".join(shown)
+        assert status == 200, (status, body[:300])
+        view = json.loads(body)
+        shown.append(body.decode())
+        # Documents are numbered per query, so a gold document's content names it wherever it shows.
+        keys = [c["key"] for c in view["candidates"] if by_content.get(c["content"]) in all_gold]
+        status, body = client.api("POST", f"/api/review/items/{view['item']}/labels", {"faithful": "yes", "relevant": keys})
+        assert status == 200, (status, body[:300])
+        done += 1
 
 
 def dump_store(store_url: str) -> str:
@@ -214,9 +268,9 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
                    what="every feedback event counted")
     except Exception:  # noqa: BLE001 - reported by the feedback checks
         pass
+    reviewed, review_api = review_through_api(traffic, agents[0])
     store = open_store(store_url)
     try:
-        reviewed = review(traffic, store)
         golden = json.dumps(golden_rows(store), default=str, ensure_ascii=False)
     finally:
         store.close()
@@ -278,7 +332,7 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
     found.append(_false_exclusion_estimate(traffic, items))
 
     sinks = {"store": dump_store(store_url), "forwarded spans": sink.text(), "metrics": "\n".join(texts),
-             "golden export": golden, "logs": "\n".join(open(p, encoding="utf-8", errors="replace").read() for p in logs)}
+             "golden export": golden, "review API": review_api, "logs": "\n".join(open(p, encoding="utf-8", errors="replace").read() for p in logs)}
     return Outcome(checks, pii_leaks(traffic.scenario.pii.needles(), sinks), found, reviewed)
 
 

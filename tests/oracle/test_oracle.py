@@ -11,11 +11,14 @@ Unbiasedness over hundreds of seeds is ``benchmarks/oracle.py``'s job.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import yaml
 
 from rag_monitor.simulate import simulate
-from tests.oracle.harness import RECENT_TTL_S, SAMPLING, OtlpSink, run_oracle
+from rag_monitor.review.auth import hash_token
+from tests.oracle.harness import RECENT_TTL_S, REVIEWER_TOKEN, SAMPLING, OtlpSink, run_oracle
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +29,8 @@ def _settings(tmp_path, sink: OtlpSink, **more) -> dict:
     sampling = tmp_path / "sampling.yaml"
     sampling.write_text(yaml.safe_dump(SAMPLING))
     return dict(sampling_config=str(sampling), recent_ttl_s=RECENT_TTL_S, root_timeout_s=2.0,
-                score_interval_s=0.5, phoenix_url=sink.url, detector_profiles="", **more)
+                score_interval_s=0.5, phoenix_url=sink.url, detector_profiles="",
+                review_tokens=f"oracle:reviewer:{hash_token(REVIEWER_TOKEN)}", **more)
 
 
 def _report(outcome) -> str:
@@ -42,11 +46,20 @@ def sink():
     s.close()
 
 
-def test_oracle_one_agent_on_sqlite(start_agent_process, tmp_path, sink):
+def test_oracle_one_agent_on_sqlite(start_agent, tmp_path, sink):
     traffic = simulate(seed=11, queries=QUERIES)
-    agent = start_agent_process(**_settings(tmp_path, sink))
-    store_url = f"sqlite:///{(tmp_path / 'replica0').resolve() / 'rag-monitor.db'}"
-    outcome = run_oracle(traffic, [agent], store_url, sink, [agent.log.name])
+    agent = start_agent(**_settings(tmp_path, sink))
+    log = tmp_path / "agent.log"
+    handler = logging.FileHandler(log)  # everything the agent logs, as its process would write it
+    root, level = logging.getLogger(), logging.getLogger().level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        outcome = run_oracle(traffic, [agent], agent.agent.settings.resolved_store_url(), sink, [str(log)])
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
     assert outcome.reviewed > 0 and len(outcome.checks) > 40
     assert not _report(outcome), _report(outcome)
 
@@ -54,7 +67,7 @@ def test_oracle_one_agent_on_sqlite(start_agent_process, tmp_path, sink):
 def test_oracle_two_agents_on_postgresql(start_agent_process, postgres_url, tmp_path, sink):
     traffic = simulate(seed=12, queries=QUERIES)
     settings = _settings(tmp_path, sink, store_url=postgres_url)
-    agents = [start_agent_process(**settings), start_agent_process(**settings)]
+    agents = [start_agent_process(ready_timeout_s=180, **settings) for _ in range(2)]
     outcome = run_oracle(traffic, agents, postgres_url, sink, [a.log.name for a in agents])
     assert outcome.reviewed > 0
     assert not _report(outcome), _report(outcome)
