@@ -22,12 +22,12 @@ REGENERATION_SIMILARITY = 0.8
 
 
 def price_table(path: str | Path | None = None) -> dict[str, dict[str, float]]:
-    """The price table the agent ships (USD per million tokens by model pattern)."""
+    """The price table the agent ships (its packaged default; USD per million tokens by pattern)."""
     import yaml
 
     if path is None:
         root = Path(__file__).resolve().parents[1]
-        candidates = [root / "collectors" / "prices.yaml", root.parent / "collectors" / "prices.yaml"]
+        candidates = [root / "defaults" / "collectors" / "prices.yaml", root.parent / "collectors" / "prices.yaml"]
         path = next(p for p in candidates if p.exists())
     return {k.lower(): v for k, v in (yaml.safe_load(Path(path).read_text()).get("models") or {}).items()}
 
