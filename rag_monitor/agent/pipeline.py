@@ -114,7 +114,9 @@ class IngestPipeline:
         """Persist, then count: metrics only move once the store has what they describe."""
         late = self._persist(output.records, output.late_feedback)
         self._count_assembly(output)
-        for record in output.records:
+        # In the order the queries started: inferred regenerations compare a session's queries in
+        # time, and a request's spans come grouped by resource and scope, not by time.
+        for record in sorted(output.records, key=lambda r: r.start_ns):
             self.observer.observe(record)
         for record, feedback in late:
             self.observer.observe_feedback(record, feedback)
