@@ -219,16 +219,21 @@ def dump_store(store_url: str) -> str:
 def sampled_items(store_url: str) -> list[dict]:
     engine = sa.create_engine(store_url)
     with engine.connect() as c:
-        rows = c.execute(sa.text("SELECT i.trace_id, i.stratum, i.inclusion_prob, i.weight, s.label "
+        rows = c.execute(sa.text("SELECT i.trace_id, i.stratum, i.inclusion_prob, i.weight, i.counted_weight, s.label "
                                  "FROM review_items i LEFT JOIN scores s ON s.trace_id = i.trace_id")).mappings().all()
     engine.dispose()
     return [dict(r) for r in rows]
 
 
 def estimates(traffic: Traffic, items: list[dict], variant: str) -> dict:
-    """The weighted unsupported rate from the scored sample, with its 95% interval, and the truth."""
+    """The weighted unsupported rate from the scored sample, with its 95% interval, and the truth.
+
+    The faithfulness counters can only grow, so each item counts with the weight of the decision
+    in force when it was scored (``counted_weight``: a thumbs-down after that adds no second
+    weight). Every item's expected contribution is still its value: unbiased (see the sampler).
+    """
     variants = {q.trace_hex: q.variant for q in traffic.scenario.queries}
-    pairs = [(r["weight"], r["label"] == "unsupported") for r in items
+    pairs = [(r["counted_weight"], r["label"] == "unsupported") for r in items
              if variants.get(r["trace_id"]) == variant and r["label"] in ("supported", "unsupported")]
     rate, se = weighted_rate(pairs)
     true = traffic.truth.unsupported_rate(variant)
