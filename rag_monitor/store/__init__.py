@@ -9,7 +9,7 @@ the package::
 
 from .engine import default_sqlite_url
 from .errors import ClaimError, NotFound, ReservoirMismatch, StoreError, StoreUnavailable
-from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
+from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, Score
 from .store import Store, open_store
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "Release",
     "ReservoirInfo",
     "ReservoirItem",
+    "ReservoirWindow",
     "ReservoirMismatch",
     "Review",
     "ReviewItem",
