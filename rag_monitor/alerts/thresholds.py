@@ -29,7 +29,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     "filter_false_exclusion": {"max_ratio": "ratio", "min_eligible": "count", "for": "duration", "severity": "severity"},
     "regeneration": {
         "window": "duration", "season": "duration", "seasons": "count", "min_seasons": "count",
-        "spread_window": "duration", "k": "number", "min_band": "ratio", "min_queries": "count",
+        "false_pages_per_30d": "number", "min_band": "ratio", "min_queries": "count",
         "for": "duration", "severity": "severity",
     },
     "cost": {"window": "duration", "max_usd_per_query": "number", "min_queries": "count", "for": "duration", "severity": "severity"},
