@@ -172,6 +172,7 @@ def _drift_profiles(quick: bool) -> dict[str, Any]:
         "name": DRIFT_PROFILE, "signal": "query_embedding", "detector": "mmd", "alpha": 0.01,
         "reference_size": REFERENCE_SIZE[quick], "current_size": window, "min_current": window,
         "current_max_age_s": None, "interval_s": 3, "options": {"n_permutations": 200},
+        "reference_days": None,  # the demo's scripted baseline is its reference (minutes, not a week)
     }]}
 
 
@@ -184,7 +185,7 @@ class DriftRuns:
         self._seen: set[float] = set()
 
     def collect(self, phase: str) -> None:
-        for run in reversed(self.store.drift_runs(DRIFT_PROFILE, limit=20)):
+        for run in reversed(self.store.drift_runs(DRIFT_PROFILE, limit=20, tested=True)):
             result = run.result or {}
             if run.scheduled_for in self._seen or result.get("status") != "done":
                 continue
