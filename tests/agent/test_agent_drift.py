@@ -6,6 +6,7 @@ import csv
 import random
 from pathlib import Path
 
+import markupsafe
 import pytest
 
 import rag_monitor
@@ -81,7 +82,7 @@ profiles:
                       "phoenix_url: http://127.0.0.1:6006\n")
     assert cli(["drift", "report", "--config", str(config), "--out", str(tmp_path / "report")]) == 0
     index = (tmp_path / "report" / "index.html").read_text()
-    assert "<b>DRIFT</b>" in index and shifted[0]["trace_id"] in index and shifted[0]["query"] in index
+    assert "<b>DRIFT</b>" in index and shifted[0]["trace_id"] in index and str(markupsafe.escape(shifted[0]["query"])) in index
     assert f"http://127.0.0.1:6006/redirects/traces/{shifted[0]['trace_id']}" in index
     assert (tmp_path / "report" / "evidently-query_embedding.html").stat().st_size > 10_000
     assert (tmp_path / "report" / "evidently-intent.html").exists()
