@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 from rag_monitor.detectors.feed import DriftFeed
 from rag_monitor.detectors.jobs import run_profile
@@ -96,4 +97,17 @@ def test_period_reference_with_a_daily_cycle_and_document_unit_is_the_query(tmp_
         unmatched_p_values.append(run_profile(store, unmatched, holder="t", now=now[0])["p_value"])
     assert min(p_values) > 0.01 and not result["decision"]
     assert max(unmatched_p_values) < 0.05  # without hour matching the daily cycle reads as drift
+
+    # A clear shift pages after the windows the default budget needs at the smallest p-value
+    # (threshold 10 x 720 windows a month; p_floor 1/100 with 99 permutations: 5 windows).
+    rule = profile.sequential_rule()
+    assert rule.threshold == pytest.approx(7200) and rule.min_windows_to_page == 5
+    decisions = []
+    for hour in range(30, 36):
+        now[0] = (hour + 1) * HOUR
+        feed.offer(hour_of_traffic(hour, shift=3.0))
+        feed.tick(batch=100)
+        decisions.append(run_profile(store, profile, holder="t", now=now[0])["decision"])
+    first = decisions.index(True)  # the 5th window (the 4th if the no-drift windows left evidence above 1)
+    assert first in (3, 4) and all(decisions[first:])
     store.close()
