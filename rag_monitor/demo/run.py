@@ -38,7 +38,7 @@ DEMO_OVERRIDES: dict[str, Any] = {
     "latency.window": "20s", "latency.p95_for": "2s", "latency.p99_for": "2s", "latency.min_queries": 5,
     "latency.p95_slo_seconds": 0.3, "latency.p99_slo_seconds": 1.5,
     "filter_false_exclusion.for": "2s", "filter_false_exclusion.min_eligible": 3,
-    "regeneration.window": "30s", "regeneration.season": "1m", "regeneration.spread_window": "1m",
+    "regeneration.window": "30s", "regeneration.season": "1m",
     "regeneration.min_queries": 5, "regeneration.for": "2s",
     "cost.window": "30s", "cost.for": "2s", "cost.min_queries": 5,
     "drift.for": "0s", "drift.min_window_items": 40,
