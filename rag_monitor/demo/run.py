@@ -173,6 +173,7 @@ def _drift_profiles(quick: bool) -> dict[str, Any]:
         "reference_size": REFERENCE_SIZE[quick], "current_size": window, "min_current": window,
         "current_max_age_s": None, "interval_s": 3, "options": {"n_permutations": 200},
         "reference_days": None,  # the demo's scripted baseline is its reference (minutes, not a week)
+        "page_threshold": 20,  # two strong windows page (production profiles derive it from the false-page budget)
     }]}
 
 
