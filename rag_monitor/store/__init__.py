@@ -9,14 +9,20 @@ the package::
 
 from .engine import default_sqlite_url
 from .errors import ClaimError, NotFound, ReservoirMismatch, StoreError, StoreUnavailable
-from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, Score
+from .ingest import IngestBatch, IngestOutcome, QueueWrite
+from .models import (
+    DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, ReviewSession, Score,
+)
 from .store import Store, open_store
 
 __all__ = [
     "ClaimError",
     "DriftRun",
     "FeedbackEvent",
+    "IngestBatch",
+    "IngestOutcome",
     "NotFound",
+    "QueueWrite",
     "Release",
     "ReservoirInfo",
     "ReservoirItem",
@@ -24,6 +30,7 @@ __all__ = [
     "ReservoirMismatch",
     "Review",
     "ReviewItem",
+    "ReviewSession",
     "Score",
     "Store",
     "StoreError",

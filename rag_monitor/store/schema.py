@@ -45,12 +45,21 @@ review_items = sa.Table(
     sa.Column("weight", sa.Double, nullable=False),
     sa.Column("tenant", sa.String(200), nullable=True, index=True),
     sa.Column("record", sa.Text, nullable=False),
-    sa.Column("pair_trace_id", TRACE_ID, nullable=True),
+    sa.Column("pair_trace_id", TRACE_ID, nullable=True, index=True),
+    # A sampled shadow pair is kept whole: the production half's record, whatever the recent cache holds.
+    sa.Column("pair_record", sa.Text, nullable=True),
+    # The weight the agent's weighted counters used (the design at first inclusion; 0 when a later
+    # complaint pulled the item in): counters cannot be corrected when ``weight`` changes later.
+    sa.Column("counted_weight", sa.Double, nullable=False, server_default="0"),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("claimed_by", sa.String(200), nullable=True),
     sa.Column("claim_expires_at", sa.Double, nullable=True),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("reviewed_at", sa.Double, nullable=True),
+    # A reviewer's name or ``group:<name>``; NULL: anyone may claim it (0003_review).
+    sa.Column("assigned_to", sa.String(200), nullable=True, index=True),
+    # The claim holder's relevance labels (step one of the blind flow), until they submit.
+    sa.Column("draft", sa.Text, nullable=True),
     # Enqueueing the same trace twice (agent crash + OTLP retry) must be a no-op.
     sa.UniqueConstraint("queue", "trace_id"),
     sa.CheckConstraint("state IN ('queued', 'claimed', 'reviewed')", name="state"),
@@ -63,10 +72,44 @@ reviews = sa.Table(
     "reviews",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("item_id", sa.Integer, sa.ForeignKey("review_items.id", ondelete="CASCADE"), nullable=False, unique=True),
+    sa.Column("item_id", sa.Integer, sa.ForeignKey("review_items.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("reviewer", sa.String(200), nullable=False),
     sa.Column("labels", sa.Text, nullable=False),
     sa.Column("created_at", sa.Double, nullable=False, index=True),
+    # A share of items is reviewed twice, never twice by the same reviewer.
+    sa.UniqueConstraint("item_id", "reviewer"),
+)
+
+review_skips = sa.Table(
+    "review_skips",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("item_id", sa.Integer, sa.ForeignKey("review_items.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("reviewer", sa.String(200), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.UniqueConstraint("item_id", "reviewer"),
+)
+
+review_sessions = sa.Table(
+    "review_sessions",
+    metadata,
+    # Only the SHA-256 of the cookie's session id: a database dump opens no session.
+    sa.Column("id_sha256", sa.String(64), primary_key=True),
+    sa.Column("reviewer", sa.String(200), nullable=False),
+    sa.Column("csrf_token", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("expires_at", sa.Double, nullable=False, index=True),
+)
+
+login_failures = sa.Table(
+    "login_failures",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    # ``account:<name>`` or ``client:<address>``; rows older than the window are deleted.
+    sa.Column("key", sa.String(300), nullable=False),
+    sa.Column("at", sa.Double, nullable=False, index=True),
+    sa.Index(None, "key", "at"),
 )
 
 feedback = sa.Table(
@@ -79,6 +122,9 @@ feedback = sa.Table(
     # JSON text: a number or a string, type preserved.
     sa.Column("value", sa.Text, nullable=True),
     sa.Column("time", sa.Double, nullable=False, index=True),
+    # Deterministic per event (the feedback span's id): an exporter's retry is a no-op.
+    sa.Column("key", sa.String(64), nullable=True),
+    sa.UniqueConstraint("trace_id", "key"),
 )
 
 scores = sa.Table(
@@ -91,6 +137,17 @@ scores = sa.Table(
     sa.Column("scorer_version", sa.String(100), nullable=False),
     sa.Column("computed_at", sa.Double, nullable=False),
 )
+
+pending_spans = sa.Table(
+    "pending_spans",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("trace_id", TRACE_ID, nullable=False, index=True),
+    # The redacted spans of one request for one trace still waiting for its root (OTLP protobuf).
+    sa.Column("spans", sa.LargeBinary, nullable=False),
+    sa.Column("added_at", sa.Double, nullable=False, index=True),
+)
+"""Spans acknowledged while their trace waits for its root: durable, and visible to every replica."""
 
 reservoirs = sa.Table(
     "reservoirs",
@@ -152,6 +209,8 @@ locks = sa.Table(
     sa.Column("name", sa.String(200), primary_key=True),
     sa.Column("holder", sa.String(200), nullable=False),
     sa.Column("expires_at", sa.Double, nullable=False),
+    # Fencing token: incremented on every acquisition; writes under the lease check it.
+    sa.Column("token", sa.BigInteger, nullable=False, server_default="0"),
 )
 
 releases = sa.Table(
