@@ -121,6 +121,63 @@ def _drift_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _drift_reference(args: argparse.Namespace) -> int:
+    import datetime as dt
+    import json
+
+    from rag_monitor.detectors.profiles import load_profiles
+    from rag_monitor.detectors.references import reference_status, set_reference
+
+    settings, store = _open_store(args)
+    try:
+        profiles = load_profiles(settings.detector_profiles)
+        signals = [args.signal] if getattr(args, "signal", None) else sorted({p.signal for p in profiles})
+        unknown = set(signals) - {p.signal for p in profiles}
+        if unknown:
+            raise ValueError(f"no drift profile watches {sorted(unknown)}; profiles watch {sorted({p.signal for p in profiles})}")
+        if args.reference_command == "show":
+            for row in reference_status(store, profiles):
+                if row["signal"] in signals:
+                    state = "complete" if row["complete"] else "capturing"
+                    print(f"{row['signal']}: {row['description']} ({row['set_by']}; version {row['version']}, "
+                          f"{row['items']} items, {state}) {json.dumps(row['spec'])}")
+            return 0
+        spec = None
+        if args.reference_command == "set":
+            if args.start or args.end:
+                if not (args.start and args.end):
+                    raise ValueError("a time range needs both --from and --to")
+                spec = {"mode": "range", "start": _timestamp(args.start), "end": _timestamp(args.end)}
+            elif args.release:
+                spec = {"mode": "release", "release": args.release, "days": args.days}
+            else:
+                spec = {"mode": "period", "days": args.days}
+        for signal in signals:
+            capacity = max(p.reference_size for p in profiles if p.signal == signal)
+            version = set_reference(store, signal, spec, capacity=capacity)
+            what = json.dumps(spec) if spec else "the profile default"
+            print(f"{signal}: new reference version {version}: {what}; runs wait until it is captured "
+                  f"({dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)")
+    finally:
+        store.close()
+    return 0
+
+
+def _timestamp(text: str) -> float:
+    """Unix seconds from a number or an ISO 8601 time (UTC unless it names its zone)."""
+    import datetime as dt
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither Unix seconds nor an ISO 8601 time (2026-11-23T00:00)") from None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
+
+
 def _review_report(args: argparse.Namespace) -> int:
     from rag_monitor.review.report import release_report, write_html
 
@@ -217,6 +274,20 @@ def build_parser() -> argparse.ArgumentParser:
     _store_options(report)
     report.add_argument("--out", default="drift-report")
     report.set_defaults(run=_drift_report)
+    reference = drift_sub.add_parser("reference", help="show, set or reset the reference the drift runs compare with")
+    reference_sub = reference.add_subparsers(dest="reference_command", required=True)
+    for name, text in (("show", "the reference of each signal: its definition, version and whether it is captured"),
+                       ("set", "a new reference: a period (--days), a release (--release) or a time range (--from/--to)"),
+                       ("reset", "back to the profile's default (the first full week from now)")):
+        command = reference_sub.add_parser(name, help=text)
+        _store_options(command)
+        command.add_argument("--signal", help="one signal (default: every signal a profile watches)")
+        command.set_defaults(run=_drift_reference)
+        if name == "set":
+            command.add_argument("--days", type=float, default=7.0, help="length of the reference period (default 7)")
+            command.add_argument("--release", help="capture only this release's queries")
+            command.add_argument("--from", dest="start", help="start of a time range (ISO 8601 or Unix seconds)")
+            command.add_argument("--to", dest="end", help="end of the time range")
 
     review = sub.add_parser("review", help="review-page administration")
     review_sub = review.add_subparsers(dest="review_command", required=True)

@@ -123,7 +123,7 @@ class QueryObserver:
                 m.filter_exclusions.labels(release, variant, kind, outcome).inc()
 
         if self.regeneration.is_regeneration(record):
-            m.regenerations.labels(release, variant, "inferred").inc()
+            m.regenerations.labels(release, variant, self.intent(record.intent), "inferred").inc()
         for feedback in record.feedback:
             self.observe_feedback(record, feedback)
         return cost
@@ -162,4 +162,5 @@ class QueryObserver:
         kind = self.feedback_kind(feedback.kind)
         self.metrics.feedback.labels(release, variant, kind).inc()
         if feedback.kind == semconv.FEEDBACK_REGENERATE:
-            self.metrics.regenerations.labels(release, variant, "explicit").inc()
+            intent = self.intent(record.intent) if record else "unknown"
+            self.metrics.regenerations.labels(release, variant, intent, "explicit").inc()

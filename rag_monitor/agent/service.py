@@ -40,6 +40,7 @@ from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.config_files import CONFIG_FILES, config_path, load_config
 from rag_monitor.detectors.faithfulness import load_scorer
 from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
+from rag_monitor.detectors.export import DriftExporter, latest_tested
 from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
 from rag_monitor.detectors.jobs import DriftScheduler
 from rag_monitor.detectors.profiles import load_profiles
@@ -88,6 +89,7 @@ class Agent:
             on_dropped=lambda n: self.metrics.spans_dropped.labels("drift_feed_full").inc(n),
         )
         self.drift = DriftScheduler(self.store, self.profiles, holder=self.instance)
+        self.drift_exporter = DriftExporter(self.metrics)
 
     def _build_ingest(self) -> None:
         s = self.settings
@@ -203,18 +205,9 @@ class Agent:
 
     def _export_drift(self, profile) -> None:
         """The latest completed run of a profile, whichever replica ran it."""
-        for run in self.store.drift_runs(profile.name, limit=5):
-            result = run.result or {}
-            if result.get("status") != "done":
-                continue
-            m, labels = self.metrics, (profile.signal, profile.detector)
-            m.drift_statistic.labels(*labels).set(result["statistic"])
-            m.drift_p_value.labels(*labels).set(result["p_value"])
-            m.drift_detected.labels(*labels).set(1 if result["is_drift"] else 0)
-            m.drift_window_size.labels(*labels, "reference").set(result["n_reference"])
-            m.drift_window_size.labels(*labels, "current").set(result["n_current"])
-            m.drift_last_run.labels(*labels).set(run.finished_at or run.started_at)
-            return
+        run = latest_tested(self.store, profile)
+        if run is not None:
+            self.drift_exporter.export(profile, run)
 
     # --- background work --------------------------------------------------------------------
 

@@ -88,7 +88,7 @@ class AgentMetrics:
 
         # --- user feedback ---
         self.feedback = Counter("rag_feedback_total", "User feedback events by kind.", [*rv, "kind"], registry=r)
-        self.regenerations = Counter("rag_regenerations_total", "Regenerations: explicit events and inferred near-duplicate re-asks.", [*rv, "source"], registry=r)
+        self.regenerations = Counter("rag_regenerations_total", "Regenerations: explicit events and inferred near-duplicate re-asks, by the query's intent.", [*rv, "intent", "source"], registry=r)
 
         # --- filters ---
         self.filtered_queries = Counter("rag_filter_queries_total", "Queries that applied a filter, by filter kind.", [*rv, "filter_kind"], registry=r)
@@ -117,7 +117,14 @@ class AgentMetrics:
         # --- drift ---
         self.drift_statistic = Gauge("rag_drift_statistic", "Latest drift test statistic.", ["signal", "detector"], registry=r)
         self.drift_p_value = Gauge("rag_drift_p_value", "Latest drift test p-value.", ["signal", "detector"], registry=r)
-        self.drift_detected = Gauge("rag_drift_detected", "1 when the latest drift test rejected 'no drift'.", ["signal", "detector"], registry=r)
+        self.drift_detected = Gauge("rag_drift_detected", "1 while the sequential decision says drift (evidence at or above its page threshold).", ["signal", "detector"], registry=r)
+        self.drift_evidence = Gauge("rag_drift_evidence", "Natural log of the drift e-detector (CUSUM of e-values over non-overlapping windows).", ["signal", "detector"], registry=r)
+        self.drift_evidence_threshold = Gauge("rag_drift_evidence_threshold", "Natural log of the e-detector's page threshold (from the false-page budget).", ["signal", "detector"], registry=r)
+        self.drift_top_cluster = Gauge(
+            "rag_drift_top_cluster_info",
+            "1 for the latest run's most over- (direction=over) and under-represented (under) query cluster: a redacted example and its shares.",
+            ["signal", "detector", "direction", "example", "current_share", "reference_share"], registry=r,
+        )
         self.drift_window_size = Gauge("rag_drift_window_size", "Items in the drift test's windows.", ["signal", "detector", "window"], registry=r)
         self.drift_last_run = Gauge("rag_drift_last_run_timestamp_seconds", "When the latest drift test finished (Unix time).", ["signal", "detector"], registry=r)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from rag_monitor.detectors.base import DriftDetector, DriftResult, DriftScore, NotFittedError
+from rag_monitor.detectors.base import DegenerateWindowError, DriftDetector, DriftResult, DriftScore, NotFittedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_monitor.detectors.categorical import ChiSquareDrift
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ChiSquareDrift",
     "ClassifierDrift",
+    "DegenerateWindowError",
     "DriftDetector",
     "DriftResult",
     "DriftScore",

@@ -192,6 +192,18 @@ class ReservoirInfo:
 
 
 @dataclass(frozen=True)
+class ReservoirWindow:
+    """One drift window read back: values, their trace ids and times, and its version."""
+
+    values: Any
+    """An ``(n, dim)`` float32 array (embedding signals) or a list of values (categorical)."""
+    trace_ids: list[str]
+    times: Any
+    """``(n,)`` float64 Unix times (``added_at``)."""
+    version: int
+
+
+@dataclass(frozen=True)
 class DriftRun:
     id: int
     profile: str

@@ -89,7 +89,7 @@ def test_regenerations_explicit_and_inferred(running_agent, sdk):
     run_query(sdk, "how do I cancel my plan", session="s9")  # a near-duplicate re-ask
     sdk.feedback(first, "regenerate")
     sdk.force_flush()
-    rv = {"release": "2026.11.30", "variant": "production"}
+    rv = {"release": "2026.11.30", "variant": "production", "intent": "billing"}  # per intent too
     wait_until(lambda: running_agent.metric("rag_regenerations_total", {**rv, "source": "explicit"}) == 1, timeout=10, what="explicit")
     assert running_agent.metric("rag_regenerations_total", {**rv, "source": "inferred"}) == 1
 
