@@ -37,7 +37,7 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _models_pull(args: argparse.Namespace) -> int:
-    from rag_monitor.models import pull_hhem
+    from rag_monitor.faithfulness.pull import pull_hhem
 
     path = pull_hhem(args.directory)
     print(f"HHEM-2.1-Open is in {path}; set hhem_model_path: {path}")
@@ -72,7 +72,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     from rag_monitor.review.calibrate import calibrate, write_html
 
     if args.begin:
-        from rag_monitor.detectors.faithfulness import load_scorer
+        from rag_monitor.faithfulness import load_scorer
         from rag_monitor.review.calibrate import load_begin
 
         data = load_begin(args.begin)

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from rag_monitor.alerts.metrics import AgentMetrics
-from rag_monitor.detectors.faithfulness.worker import (
+from rag_monitor.faithfulness.worker import (
     STATUS_NO_CLAIMS,
     STATUS_REFUSED,
     STATUS_SCORED,

@@ -36,8 +36,8 @@ from rag_monitor.collectors.config import IngestLimits
 from rag_monitor.collectors.otlp import encode_export_request
 from rag_monitor.collectors.pricing import PriceTable
 from rag_monitor.collectors.redaction import Redactor
-from rag_monitor.detectors.faithfulness import load_scorer
-from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
+from rag_monitor.faithfulness import load_scorer
+from rag_monitor.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
 from rag_monitor.detectors.jobs import DriftScheduler
 from rag_monitor.detectors.profiles import load_profiles

@@ -22,6 +22,7 @@ import base64
 import csv
 import html
 import io
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -240,6 +241,41 @@ def load_begin(path: str | Path) -> BeginData:
             supported.append(label == BEGIN_SUPPORTED)
             models.append(row.get("model_name") or "")
     return BeginData(premises, hypotheses, supported, models, generic)
+
+
+# --- HaluEval ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HaluEvalData:
+    """HaluEval QA: each question gives a supported and an unsupported pair (labels by construction)."""
+
+    premises: list[str]
+    hypotheses: list[str]
+    supported: list[bool]
+    questions: list[int]
+    """The question's index: both of its answers share it (keep them in one fold)."""
+
+
+def load_halueval(path: str | Path) -> HaluEvalData:
+    """Read HaluEval's ``qa`` JSON lines (``knowledge, question, right_answer, hallucinated_answer``)."""
+    data = HaluEvalData([], [], [], [])
+    with open(path, encoding="utf-8") as f:
+        for index, line in enumerate(f):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                pairs = [(row["right_answer"], True), (row["hallucinated_answer"], False)]
+                knowledge = row["knowledge"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{index + 1}: not a HaluEval QA row: {exc}") from exc
+            for answer, supported in pairs:
+                data.premises.append(knowledge)
+                data.hypotheses.append(answer)
+                data.supported.append(supported)
+                data.questions.append(index)
+    return data
 
 
 # --- HTML report ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_monitor.detectors.faithfulness import LexicalScorer
+from rag_monitor.faithfulness import LexicalScorer
 from rag_monitor.review.calibrate import calibrate, load_begin, write_html
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "begin"

@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from rag_monitor.detectors.faithfulness import (  # noqa: E402
+from rag_monitor.faithfulness import (  # noqa: E402
     FALLBACK_WARNING,
     FaithfulnessWorker,
     HHEMScorer,
@@ -30,8 +30,8 @@ from rag_monitor.detectors.faithfulness import (  # noqa: E402
     Pair,
     load_scorer,
 )
-from rag_monitor.detectors.faithfulness.hhem import HHEM_PROMPT  # noqa: E402
-from rag_monitor.models import pull_hhem  # noqa: E402
+from rag_monitor.faithfulness.hhem import HHEM_PROMPT  # noqa: E402
+from rag_monitor.faithfulness.pull import pull_hhem  # noqa: E402
 
 CORPUS = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris, France, built in 1889.",
@@ -240,7 +240,7 @@ def test_models_pull_writes_the_layout_the_loader_reads(tiny_hhem, tmp_path):
 
 
 def test_importing_the_package_does_not_import_torch():
-    code = ("import sys, rag_monitor.detectors.faithfulness, rag_monitor.models; "
+    code = ("import sys, rag_monitor.faithfulness, rag_monitor.faithfulness.pull; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from rag_monitor.detectors.faithfulness import FaithfulnessWorker, LexicalScorer, Pair, Scorer
-from rag_monitor.detectors.faithfulness.lexical import claim_terms, stem, support_score
+from rag_monitor.faithfulness import FaithfulnessWorker, LexicalScorer, Pair, Scorer
+from rag_monitor.faithfulness.lexical import claim_terms, stem, support_score
 
 CONTEXT = "The Eiffel Tower in Paris was completed in 1889 and is 330 metres tall. It was designed by Gustave Eiffel's company."
 
