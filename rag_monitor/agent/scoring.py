@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from rag_monitor.alerts.metrics import AgentMetrics
+from rag_monitor.faithfulness.claims import claims_json, explanation
 from rag_monitor.faithfulness.worker import (
     STATUS_NO_CLAIMS,
     STATUS_REFUSED,
@@ -61,7 +62,7 @@ class ScoringLoop:
         """``labels_of(record) -> (release, variant)``, the same folding as the query metrics."""
         self.annotate = annotate
         self.batch = batch
-        metrics.scorer_info.labels(self.scorer.name, self.scorer.version).set(1)
+        metrics.scorer_info.labels(self.scorer.name, self.scorer.version, f"{self.scorer.threshold:g}").set(1)
 
     def tick(self) -> int:
         """Score one batch of the backlog; returns how many items were scored."""
@@ -79,7 +80,8 @@ class ScoringLoop:
         ]
         scores = self.worker.score_pairs(pairs)
         self.store.upsert_scores(
-            StoredScore(s.key, s.scorer, s.value, s.scorer_version, label=verdict_of(s)) for s in scores
+            StoredScore(s.key, s.scorer, s.value, s.scorer_version, label=verdict_of(s), threshold=s.threshold,
+                        claims=claims_json(s.claims)) for s in scores
         )
         m = self.metrics
         for s in scores:
@@ -105,6 +107,19 @@ class ScoringLoop:
                 return
 
 
+def judge_metrics(metrics: AgentMetrics) -> Callable[[object], None]:
+    """The LLM judge's ``on_call``: its latency, tokens and cost as the agent's metrics."""
+
+    def on_call(call) -> None:
+        metrics.judge_requests.labels(call.outcome).inc()
+        metrics.judge_latency.labels(call.outcome).observe(call.latency_s)
+        metrics.judge_tokens.labels("input").inc(call.input_tokens)
+        metrics.judge_tokens.labels("output").inc(call.output_tokens)
+        metrics.judge_cost.inc(call.cost_usd)
+
+    return on_call
+
+
 def phoenix_annotator(base_url: str) -> Callable[[str, object], None]:
     """Annotate a span in Phoenix with a faithfulness score (``faithfulness`` annotation)."""
     import httpx
@@ -117,10 +132,12 @@ def phoenix_annotator(base_url: str) -> Callable[[str, object], None]:
         client.spans.add_span_annotation(
             span_id=span_id,
             annotation_name="faithfulness",
-            annotator_kind="LLM" if score.scorer.startswith("hhem") else "CODE",
+            annotator_kind="LLM" if score.scorer.startswith(("hhem", "llm-judge")) else "CODE",
             label=verdict_of(score),
             score=score.value,
-            metadata={"scorer": score.scorer, "scorer_version": score.scorer_version, "weight": score.weight},
+            explanation=explanation(score.claims) or score.error,
+            metadata={"scorer": score.scorer, "scorer_version": score.scorer_version, "threshold": score.threshold,
+                      "weight": score.weight},
             sync=True,
         )
 

@@ -374,8 +374,8 @@ def _wait_stored(agent: Any, trace_ids: Sequence[str], timeout: float = 20.0) ->
             time.sleep(0.2)
 
 
-# Alerts the story should raise: drift during the shift, latency and false exclusions after the release.
-EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh")
+# Alerts the story should raise: drift during the shift; latency, false exclusions and unsupported answers after the release.
+EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh", "RagFaithfulnessLow")
 
 
 def _wait_for_story(alerting: Any, options: DemoOptions) -> None:

@@ -56,6 +56,8 @@ EMBEDDING_CACHE = 20_000
 
 # Sentence ends, including "...century.First" where a scraped corpus lost the space.
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[a-z0-9)\"'][.!?])(?=[A-Z])|\n+")
+_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+"""Citation markers ("[1]", "[1, 2]") point at documents: they are not claims about numbers."""
 _NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
 
 
@@ -129,7 +131,7 @@ class SupportScorer:
         texts: list[str] = []
         for pair in batch:
             context = "\n".join(pair.contexts)
-            texts += [context, *sentences(context), *sentences(pair.answer)]
+            texts += [context, *sentences(context), *sentences(_CITATION.sub("", pair.answer))]
         vectors = self._vectors(texts)
         return [self._assess(pair, vectors) for pair in batch]
 
@@ -152,7 +154,7 @@ class SupportScorer:
         matrix = np.stack([vectors[e] for e in evidence])
         numbers, stems = context_vocabulary(context)
         claims: list[Claim] = []
-        for sentence in sentences(pair.answer):
+        for sentence in sentences(_CITATION.sub("", pair.answer)):
             terms = claim_terms(sentence)
             if terms.length == 0:
                 continue  # "Sure!" states nothing checkable
