@@ -1,8 +1,6 @@
-"""The lexical support check (the fallback scorer) and the background worker loop."""
+"""The lexical support check (lexical-v1) and the length-bucketed batch worker."""
 
 from __future__ import annotations
-
-import threading
 
 import pytest
 
@@ -52,60 +50,37 @@ def test_lexical_scorer_has_the_scorer_interface():
         LexicalScorer(threshold=2)
 
 
-def test_background_worker_scores_off_the_caller_thread_and_reports_by_callback():
-    received: list = []
-    threads: set[str] = set()
-    done = threading.Event()
-
-    def on_result(scores):
-        threads.add(threading.current_thread().name)
-        received.extend(scores)
-        if len(received) >= 5:
-            done.set()
-
-    worker = FaithfulnessWorker(LexicalScorer(threshold=0.8), max_batch=2, on_result=on_result)
-    worker.start()
-    try:
-        pairs = [Pair(f"t{i}", [CONTEXT], f"The tower is {300 + 15 * i} metres tall.", weight=2.0) for i in range(4)]
-        pairs.append(Pair("r", [CONTEXT], "I can't help with that.", refused=True))
-        assert worker.submit(pairs) == 5
-        assert done.wait(10), "the worker never reported"
-        assert worker.flush(10)
-        assert worker.backlog() == 0
-    finally:
-        worker.shutdown()
-    assert threads == {"faithfulness-worker"}
-    by_key = {s.key: s for s in received}
+def test_worker_scores_in_order_with_refusals_apart_and_weights_kept():
+    worker = FaithfulnessWorker(LexicalScorer(threshold=0.8), max_batch=2)
+    pairs = [Pair(f"t{i}", [CONTEXT], f"The tower is {300 + 15 * i} metres tall.", weight=2.0) for i in range(4)]
+    pairs.append(Pair("r", [CONTEXT], "I can't help with that.", refused=True))
+    results = worker.score_pairs(pairs)
+    assert [s.key for s in results] == ["t0", "t1", "t2", "t3", "r"]
+    by_key = {s.key: s for s in results}
     assert by_key["t2"].value == 1.0 and by_key["t2"].unsupported is False  # 330 is in the context
-    assert by_key["t0"].unsupported is True and by_key["t0"].weight == 2.0
+    assert by_key["t0"].unsupported is True and by_key["t0"].weight == 2.0 and by_key["t0"].threshold == 0.8
     assert by_key["r"].status == "refused"
-    assert worker.scored == 4 and worker.dropped == 0
 
 
-def test_submit_is_bounded_and_counts_what_it_drops():
-    worker = FaithfulnessWorker(LexicalScorer(), max_queue=3)  # not started: nothing drains
-    assert worker.submit([Pair(str(i), ["x"], "y") for i in range(5)]) == 3
-    assert worker.backlog() == 3 and worker.dropped == 2
-
-
-def test_a_failing_scorer_yields_error_results_and_the_worker_survives():
-    class Broken(LexicalScorer):
+def test_a_failing_batch_yields_error_results_and_the_other_batches_still_score():
+    class BrokenOnLong(LexicalScorer):
         def score_encoded(self, batch):
-            raise RuntimeError("boom")
+            if any(p.length > 30 for p in batch):
+                raise RuntimeError("boom")
+            return super().score_encoded(batch)
 
-    received: list = []
-    worker = FaithfulnessWorker(Broken(), on_result=received.extend)
-    worker.start()
-    try:
-        worker.submit([Pair("a", ["x"], "Paris is big.")])
-        assert worker.flush(10)
-        worker.scorer = LexicalScorer()
-        worker.submit([Pair("b", ["Paris is big."], "Paris is big.")])
-        assert worker.flush(10)
-    finally:
-        worker.shutdown()
-    assert [(s.key, s.status) for s in received] == [("a", "error"), ("b", "scored")]
-    assert "boom" in received[0].error and worker.errors == 1
+    worker = FaithfulnessWorker(BrokenOnLong(), max_batch=1)
+    results = worker.score_pairs([Pair("long", [CONTEXT * 2], "Paris is big."), Pair("short", ["Paris is big."], "Paris is big.")])
+    assert [(s.key, s.status) for s in results] == [("long", "error"), ("short", "scored")]
+    assert "boom" in results[0].error and results[0].value is None and results[0].unsupported is None
+
+
+def test_the_default_threshold_is_the_one_this_version_ships_with():
+    from rag_monitor.faithfulness.thresholds import shipped_calibration
+
+    entry = shipped_calibration("lexical-v1", "1")
+    assert entry is not None and LexicalScorer().threshold == entry["threshold"]
+    assert 0.0 < entry["threshold"] < 1.0
 
 
 def test_invalid_worker_settings_are_rejected():
