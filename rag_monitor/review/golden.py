@@ -41,6 +41,9 @@ def golden_rows(
             "labels": {k: v for k, v in review.labels.items() if k != "relevant_documents"},
             "gold_doc_ids": list(review.labels.get("relevant_documents", [])),
             "scores": {name: s.score for name, s in scores.items()},
+            # The threshold each verdict was taken at, and which answer sentences were unsupported.
+            "score_thresholds": {name: s.threshold for name, s in scores.items()},
+            "score_claims": {name: json.loads(s.claims) for name, s in scores.items() if s.claims},
             "versions": {
                 "corpus": corpus_version,
                 "labels": LABEL_SCHEMA_VERSION,
