@@ -8,8 +8,8 @@ import json
 import pytest
 
 import rag_monitor
-from rag_monitor.faithfulness.thresholds import shipped_calibration
 from rag_monitor import semconv
+from rag_monitor.faithfulness.thresholds import shipped_calibration
 from tests.services import wait_until
 
 
