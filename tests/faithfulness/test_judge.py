@@ -138,3 +138,32 @@ def test_invalid_config_is_refused():
         JudgeConfig(base_url="", model="m")
     with pytest.raises(ValueError, match="concurrency"):
         JudgeConfig(base_url="http://127.0.0.1:1/v1", model="m", concurrency=0)
+
+
+def test_the_agent_runs_the_judge_beside_its_scorer_with_metrics(start_agent, tmp_path):
+    """Configured by settings only: the judge scores sampled answers under its own name; its calls are metrics."""
+    import rag_monitor
+    from tests.agent.test_agent_ingest import run_query
+    from tests.services import wait_until
+
+    (tmp_path / "sampling.yaml").write_text("base_rate: 1.0\n")
+    with FakeJudgeServer() as server:
+        agent = start_agent(sampling_config=str(tmp_path / "sampling.yaml"), score_interval_s=0.5,
+                            judge_url=server.base_url, judge_model="judge-test", judge_usd_per_million_input=2.0)
+        monitor = rag_monitor.init(service_name="svc", endpoint=agent.otlp_url, release="r1")
+        try:
+            trace_id = run_query(monitor)
+            monitor.force_flush()
+        finally:
+            monitor.shutdown()
+        wait_until(lambda: "llm-judge-v1" in agent.store.scores_for(trace_id), timeout=60, what="the judge's score")
+    scores = agent.store.scores_for(trace_id)
+    assert set(scores) == {"lexical-v1", "llm-judge-v1"}
+    judged = scores["llm-judge-v1"]
+    assert judged.score == 1.0 and judged.label == "supported" and judged.threshold == 1.0 and "supported" in judged.claims
+    assert agent.metric("rag_judge_requests_total", {"outcome": "ok"}) == 1
+    assert agent.metric("rag_judge_tokens_total", {"kind": "input"}) == 120
+    assert agent.metric("rag_judge_cost_usd_total") == pytest.approx(120 * 2.0 / 1e6)
+    assert agent.metric("rag_scorer_info", {"scorer": "llm-judge-v1", "version": "1", "threshold": "1"}) == 1
+    # The judge's call is not a query of its own: nothing but the app's query was ingested or queued.
+    assert agent.metric_sum("rag_queries_total") == 1 and agent.store.queue_depth()["queued"] == 1
