@@ -98,6 +98,7 @@ def load_scorer(model_path: str | os.PathLike[str] | None, *, threshold: float |
         raise ValueError(f"offline scorer must be one of {OFFLINE_SCORERS}, got {offline!r}")
     if model_path is None or str(model_path).strip() == "":
         if offline == "lexical":
+            logger.warning("no HHEM-2.1-Open weights configured: faithfulness uses the bare lexical check 'lexical-v1'")
             return LexicalScorer(threshold=threshold)
         logger.warning(FALLBACK_WARNING)
         if torch_threads is not None:
