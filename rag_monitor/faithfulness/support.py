@@ -7,9 +7,11 @@ against the delivered contexts:
 1. **support** = the larger of two views, in [0, 1]:
    - lexical: the weighted share of the sentence's numbers, names and content words found in
      the contexts (``lexical.support_score``): exact, but blind to paraphrase;
-   - semantic: the cosine similarity of the sentence with its best-matching context sentence
-     (or the whole context), mapped linearly from [``SIM_FLOOR``, ``SIM_CEIL``] to [0, 1]:
-     catches paraphrase, blind to a changed number.
+   - semantic: the cosine similarity of the sentence with its best-matching context sentence,
+     mapped linearly from [``SIM_FLOOR``, ``SIM_CEIL``] to [0, 1]: catches paraphrase, blind
+     to a changed number. Only sentences are embedded, never a whole context: documents come
+     back in many answers, so their sentences' vectors are cached and an answer costs little
+     more than its own sentences.
 2. **hard checks**, which cap the support whatever the similarity says (an invented number
    embeds almost like the right one):
    - a number absent from the contexts caps it at ``NUMBER_CAP`` (``not_in_context``);
@@ -131,7 +133,7 @@ class SupportScorer:
         texts: list[str] = []
         for pair in batch:
             context = "\n".join(pair.contexts)
-            texts += [context, *sentences(context), *sentences(_CITATION.sub("", pair.answer))]
+            texts += [*(sentences(context) or [context]), *sentences(_CITATION.sub("", pair.answer))]
         vectors = self._vectors(texts)
         return [self._assess(pair, vectors) for pair in batch]
 
@@ -150,7 +152,7 @@ class SupportScorer:
 
     def _assess(self, pair: SupportPair, vectors: dict[str, np.ndarray]) -> Assessment:
         context = "\n".join(pair.contexts)
-        evidence = [*sentences(context), context]
+        evidence = sentences(context) or [context]
         matrix = np.stack([vectors[e] for e in evidence])
         numbers, stems = context_vocabulary(context)
         claims: list[Claim] = []
