@@ -81,9 +81,9 @@ class AgentMetrics:
         self.stage_duration = Histogram("rag_stage_duration_seconds", "Latency of one pipeline stage.", ["stage", *rv], buckets=LATENCY_BUCKETS, registry=r)
         self.time_to_first_token = Histogram("rag_time_to_first_token_seconds", "Time from query start to the generator's first token.", rv, buckets=LATENCY_BUCKETS, registry=r)
         self.query_cost = Histogram("rag_query_cost_usd", "Cost of one query in USD, from tokens and the price table.", rv, buckets=COST_BUCKETS_USD, registry=r)
-        self.cost = Counter("rag_cost_usd_total", "Total generation cost in USD.", [*rv, "model"], registry=r)
-        self.tokens = Counter("rag_tokens_total", "Tokens by kind (prompt, completion).", [*rv, "kind", "model"], registry=r)
-        self.unpriced = Counter("rag_unpriced_queries_total", "Queries whose model is missing from the price table.", ["model"], registry=r)
+        self.cost = Counter("rag_cost_usd_total", "Cost in USD of every LLM, embedding and rerank call, by the call's own model.", [*rv, "model"], registry=r)
+        self.tokens = Counter("rag_tokens_total", "Tokens by kind (prompt, completion; cached_prompt is the part of prompt read from the provider's cache) and the call's model.", [*rv, "kind", "model"], registry=r)
+        self.unpriced = Counter("rag_unpriced_queries_total", "Queries with a model call whose model is missing from the price table, by that model.", ["model"], registry=r)
         self.release_info = Gauge("rag_release_info", "1 for every release seen, with its service.", ["service", "release"], registry=r)
         self.release_first_seen = Gauge("rag_release_first_seen_timestamp_seconds", "When the agents first saw each release (Unix time).", ["service", "release"], registry=r)
 
@@ -95,7 +95,7 @@ class AgentMetrics:
         self.filtered_queries = Counter("rag_filter_queries_total", "Queries that applied a filter, by filter kind.", [*rv, "filter_kind"], registry=r)
         self.filter_exclusions = Counter(
             "rag_filter_exclusions_total",
-            "Queries whose filter emptied the candidates (outcome=emptied) or removed documents from the unfiltered top-k (outcome=removed_topk).",
+            "Queries whose filter of this kind emptied its candidates (outcome=emptied) or removed at least one of its unfiltered top-k candidates (outcome=removed_topk: named in excluded_ids or excluded_documents, or fewer candidates out than in; an emptied filter counts in both). Each query counts once per filter kind and outcome.",
             [*rv, "filter_kind", "outcome"], registry=r,
         )
         # The sample-based false-exclusion rate is computed from reviews in the store at scrape
@@ -105,7 +105,7 @@ class AgentMetrics:
         self.faithfulness_score = Histogram("rag_faithfulness_score", "Faithfulness scores of sampled answers (1 = supported).", [*rv, "scorer"], buckets=SCORE_BUCKETS, registry=r)
         self.faithfulness_weighted = Counter(
             "rag_faithfulness_weighted_total",
-            "Scored answers weighted by inverse inclusion probability, by verdict (supported, unsupported; refused and no_claims apart, error when scoring failed).",
+            "Scored answers weighted by inverse inclusion probability, by verdict (supported, unsupported; refused, no_claims, no_context and not_scored (hidden content) apart, never scored; error when scoring failed).",
             [*rv, "scorer", "verdict"], registry=r,
         )
         self.faithfulness_scored = Counter("rag_faithfulness_scored_total", "Scored answers, unweighted (for minimum-sample guards).", [*rv, "scorer", "verdict"], registry=r)
@@ -130,6 +130,7 @@ class AgentMetrics:
         self.spans_received = Counter("rag_agent_spans_received_total", "Spans accepted by the OTLP receiver.", registry=r)
         self.spans_dropped = Counter("rag_agent_spans_dropped_total", "Spans dropped, by reason.", ["reason"], registry=r)
         self.traces_dropped = Counter("rag_agent_traces_dropped_total", "Traces dropped before assembly finished, by reason.", ["reason"], registry=r)
+        self.traces_partial = Counter("rag_agent_traces_partial_total", "Traces whose root span never arrived: stages without their query, not counted as queries.", registry=r)
         self.ingest_errors = Counter("rag_agent_ingest_errors_total", "Rejected OTLP requests, by reason.", ["reason"], registry=r)
         self.attributes_truncated = Counter("rag_agent_attributes_truncated_total", "Span attributes truncated to the size limit.", registry=r)
         self.embeddings_rejected = Counter("rag_agent_embeddings_rejected_total", "Embedding vectors rejected (NaN, infinite, wrong dimension).", ["reason"], registry=r)

@@ -1,7 +1,7 @@
 """Scores keep the threshold their verdict was taken at and the per-claim verdicts.
 
 Revision ID: 0002_faithfulness
-Revises: 0001
+Revises: 0002_semantics
 Create Date: 2026-11-30
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0002_faithfulness"
-down_revision = "0001"
+down_revision = "0002_semantics"  # chained after the semantics migration when merging main
 branch_labels = None
 depends_on = None
 
