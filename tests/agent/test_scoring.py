@@ -36,7 +36,7 @@ class HookedWorker(FaithfulnessWorker):
     """The real lexical scorer, with a hook that runs while a chunk is being scored."""
 
     def __init__(self, during=None):
-        super().__init__(load_scorer(None))
+        super().__init__(load_scorer(None, offline="lexical"))
         self.during = during
         self.pairs_scored = 0
 
