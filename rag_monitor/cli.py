@@ -38,7 +38,7 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _models_pull(args: argparse.Namespace) -> int:
-    from rag_monitor.models import pull_hhem
+    from rag_monitor.faithfulness.pull import pull_hhem
 
     path = pull_hhem(args.directory)
     print(f"HHEM-2.1-Open is in {path}; set hhem_model_path: {path}")
@@ -73,16 +73,18 @@ def _export_golden(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    from rag_monitor.faithfulness.thresholds import shipped_calibration
     from rag_monitor.review.calibrate import calibrate, write_html
 
     if args.begin:
-        from rag_monitor.detectors.faithfulness import load_scorer
+        from rag_monitor.faithfulness import load_scorer
         from rag_monitor.review.calibrate import load_begin
 
         data = load_begin(args.begin)
         scorer = load_scorer(args.model or None)
         scores = scorer.score(data.premises, data.hypotheses)
-        supported, weights, name = data.supported, None, scorer.name
+        supported, weights, name, threshold = data.supported, None, scorer.name, scorer.threshold
+        shipped = shipped_calibration(scorer.name, scorer.version)
         print(f"BEGIN: {len(scores)} labelled pairs ({data.n_generic} 'Generic' rows left out), scored by {name}")
     else:
         from rag_monitor.review.golden import read_jsonl
@@ -93,8 +95,11 @@ def _calibrate(args: argparse.Namespace) -> int:
         scores = [r["scores"][args.scorer] for r in rows]
         supported = [r["labels"]["faithful"] == "yes" for r in rows]
         weights, name = [r["weight"] for r in rows], args.scorer
-    report = calibrate(scores, supported, weights, scorer=name)
-    path = write_html(report, args.out)
+        threshold = next((r.get("score_thresholds", {}).get(args.scorer) for r in rows if r.get("score_thresholds", {}).get(args.scorer) is not None), None)
+        version = rows[0]["versions"]["scorers"].get(args.scorer, "")
+        shipped = shipped_calibration(args.scorer, version)
+    report = calibrate(scores, supported, weights, threshold=threshold, scorer=name)
+    path = write_html(report, args.out, shipped=shipped)
     low, high = report.recommended_interval
     print(
         f"{report.scorer}: n={report.n} (excluded {report.n_excluded}), balanced accuracy {report.balanced_accuracy:.3f}, "
@@ -263,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     source = calibrate.add_mutually_exclusive_group(required=True)
     source.add_argument("--golden", help="a golden-set export (uses its human 'faithful' labels and stored scores)")
     source.add_argument("--begin", help="a BEGIN TSV file (human attribution labels), scored now")
-    calibrate.add_argument("--scorer", default="lexical-v1", help="with --golden: which stored scorer to calibrate")
+    calibrate.add_argument("--scorer", default="support-v1", help="with --golden: which stored scorer to calibrate")
     calibrate.add_argument("--model", help="with --begin: HHEM model directory (default: the lexical fallback)")
     calibrate.add_argument("--out", default="calibration.html")
     calibrate.set_defaults(run=_calibrate)

@@ -28,7 +28,7 @@ from rag_monitor.agent.forwarder import SpanForwarder
 from rag_monitor.agent.http import health_routes, metrics_routes, otlp_app
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
-from rag_monitor.agent.scoring import ScoringLoop, phoenix_annotator
+from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annotator
 from rag_monitor.agent.scrape import ReviewStatsCollector
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import TraceAssembler
@@ -38,9 +38,10 @@ from rag_monitor.collectors.pricing import PriceTable
 from rag_monitor.collectors.pseudonyms import load_pseudonym_key
 from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.config_files import CONFIG_FILES, config_path, load_config
-from rag_monitor.detectors.faithfulness import load_scorer
-from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.detectors.export import DriftExporter, latest_tested
+from rag_monitor.faithfulness import load_scorer
+from rag_monitor.faithfulness.judge import judge_from_settings
+from rag_monitor.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
 from rag_monitor.detectors.jobs import DriftScheduler
 from rag_monitor.detectors.profiles import load_profiles
@@ -157,11 +158,19 @@ class Agent:
 
     def _build_scoring(self) -> None:
         s = self.settings
-        scorer = load_scorer(s.hhem_model_path or None, threshold=s.scorer_threshold, torch_threads=s.torch_threads)
+        scorer = load_scorer(s.hhem_model_path or None, threshold=s.scorer_threshold or None, torch_threads=s.torch_threads,
+                             device=s.hhem_device, offline=s.offline_scorer)
+        annotate = phoenix_annotator(s.phoenix_url) if s.phoenix_url else None
         self.scoring = ScoringLoop(
-            self.store, FaithfulnessWorker(scorer), self.metrics, self.observer.labels_of,
-            annotate=phoenix_annotator(s.phoenix_url) if s.phoenix_url else None,
-            holder=self.instance, lease_s=max(5.0, 5 * s.score_interval_s),
+            self.store, FaithfulnessWorker(scorer, batch_tokens=s.scorer_batch_tokens), self.metrics,
+            self.observer.labels_of, annotate=annotate, holder=self.instance, lease_s=max(5.0, 5 * s.score_interval_s),
+        )
+        # The LLM judge scores the same sampled answers beside the main scorer, under its own name and lease.
+        judge = judge_from_settings(s, on_call=judge_metrics(self.metrics))
+        self.judging = None if judge is None else ScoringLoop(
+            self.store, FaithfulnessWorker(judge, max_batch=4 * s.judge_concurrency), self.metrics,
+            self.observer.labels_of, annotate=None, holder=self.instance,
+            lease_s=max(5.0, 5 * s.score_interval_s, 3 * s.judge_timeout_s * (s.judge_max_retries + 1)),
         )
 
     # --- HTTP apps ------------------------------------------------------------------------
@@ -249,6 +258,8 @@ class Agent:
             self.forwarder.start()
         self._every(max(1.0, min(10.0, self.limits.root_timeout_s / 4)), self._maintenance, "maintenance")
         self._every(self.settings.score_interval_s, self.scoring.tick, "scoring")
+        if self.judging is not None:
+            self._every(self.settings.score_interval_s, self.judging.tick, "judging")
         if self.profiles:
             self._every(self.settings.drift_feed_interval_s, self.drift_feed.tick, "drift-feed")
             self.drift.start()

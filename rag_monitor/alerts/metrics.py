@@ -34,6 +34,7 @@ COST_BUCKETS_USD = (
 )
 SCORE_BUCKETS = tuple(i / 20 for i in range(1, 21))
 STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+JUDGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 METRIC_PREFIX = "rag_"
 
@@ -108,7 +109,11 @@ class AgentMetrics:
             [*rv, "scorer", "verdict"], registry=r,
         )
         self.faithfulness_scored = Counter("rag_faithfulness_scored_total", "Scored answers, unweighted (for minimum-sample guards).", [*rv, "scorer", "verdict"], registry=r)
-        self.scorer_info = Gauge("rag_scorer_info", "The faithfulness scorer in use (1); scorer=lexical-v1 means HHEM weights are not configured.", ["scorer", "version"], registry=r)
+        self.scorer_info = Gauge("rag_scorer_info", "The faithfulness scorers in use (1), with the threshold each flags unsupported answers below; scorer=support-v1 or lexical-v1 means HHEM weights are not configured.", ["scorer", "version", "threshold"], registry=r)
+        self.judge_requests = Counter("rag_judge_requests_total", "LLM judge HTTP calls by outcome (ok, retried, malformed, error).", ["outcome"], registry=r)
+        self.judge_latency = Histogram("rag_judge_request_seconds", "LLM judge HTTP call latency.", ["outcome"], buckets=JUDGE_BUCKETS, registry=r)
+        self.judge_tokens = Counter("rag_judge_tokens_total", "Tokens the LLM judge consumed, by kind (input, output).", ["kind"], registry=r)
+        self.judge_cost = Counter("rag_judge_cost_usd_total", "What the LLM judge cost (USD, from judge_usd_per_million_*).", registry=r)
 
         # --- sampling and review ---
         self.sampled = Counter("rag_sampled_total", "Queries chosen for review, by stratum.", ["stratum"], registry=r)

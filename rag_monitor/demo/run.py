@@ -335,6 +335,7 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
                 background.append(_Every(3.0, lambda: drift.collect(_phase_now(stats, phases)), "drift"))
                 background.append(_Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
         _wait_stored(agent, recent[-20:])
+        _wait_scored(agent)
         _wait_for_drift_run(agent, drift, phases[-1].name)
         reviewer.review_available(100)
         if alerting is not None:
@@ -376,8 +377,15 @@ def _wait_stored(agent: Any, trace_ids: Sequence[str], timeout: float = 20.0) ->
             time.sleep(0.2)
 
 
-# Alerts the story should raise: drift during the shift, latency and false exclusions after the release.
-EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh")
+def _wait_scored(agent: Any, timeout: float = 60.0) -> None:
+    """Until the faithfulness scorer has caught up with the sampled answers (its backlog is empty)."""
+    deadline = time.monotonic() + timeout
+    while agent.store.scorer_backlog(agent.scoring.scorer.name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+# Alerts the story should raise: drift during the shift; latency, false exclusions and unsupported answers after the release.
+EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh", "RagFaithfulnessLow")
 
 
 def _wait_for_story(alerting: Any, options: DemoOptions) -> None:

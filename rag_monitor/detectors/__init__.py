@@ -7,7 +7,7 @@ p-value alone). ``predict`` never changes the reference.
 >>> MMDDrift(signal="query_embedding").fit(reference_vectors).predict(current_vectors)  # doctest: +SKIP
 
 The detector classes load lazily: importing this package imports neither numpy, scipy nor
-scikit-learn (the faithfulness subpackage has its own dependencies).
+scikit-learn.
 """
 
 from __future__ import annotations

@@ -155,6 +155,10 @@ class Score:
     label: str | None = None
     computed_at: float | None = None
     """Defaults to the time of the upsert."""
+    threshold: float | None = None
+    """The threshold ``label`` was taken at (the scorer version's calibrated one by default)."""
+    claims: str | None = None
+    """Per-claim verdicts as JSON (``faithfulness.claims.claims_json``), where the scorer gives them."""
 
     def __post_init__(self) -> None:
         if self.score is not None and not math.isfinite(self.score):

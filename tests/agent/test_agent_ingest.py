@@ -9,6 +9,7 @@ import pytest
 
 import rag_monitor
 from rag_monitor import semconv
+from rag_monitor.faithfulness.thresholds import shipped_calibration
 from tests.services import wait_until
 
 
@@ -145,7 +146,8 @@ def test_the_agent_says_when_it_has_no_hhem_weights(start_agent, caplog):
     import logging
 
     caplog.set_level(logging.WARNING)
-    agent = start_agent(hhem_model_path="")
+    agent = start_agent(hhem_model_path="", offline_scorer="support")
     assert "no HHEM-2.1-Open weights configured" in caplog.text
-    assert 'rag_scorer_info{scorer="lexical-v1"' in agent.scrape()
+    shipped = shipped_calibration("support-v1", "1")["threshold"]
+    assert f'rag_scorer_info{{scorer="support-v1",threshold="{shipped:g}",version="1"}} 1.0' in agent.scrape()
     assert agent.metric_sum("rag_scorer_info", scorer="hhem-2.1-open") == 0
