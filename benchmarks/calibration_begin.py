@@ -21,10 +21,8 @@ BEGIN = ROOT / "tests" / "data" / "begin" / "begin_dev_wow_200.tsv"
 
 
 def _load_scorer():
-    try:  # the scorers' home after the faithfulness package split
-        from rag_monitor.faithfulness import load_scorer
-    except ImportError:
-        from rag_monitor.faithfulness import load_scorer
+    from rag_monitor.faithfulness import load_scorer
+
     return load_scorer(None)
 
 
