@@ -75,7 +75,7 @@ dashboards: $(STAMP)
 # Debian; installed when missing and root). image: HHEM + embeddings (CPU torch); image-slim:
 # without them (what tests/deploy/test_image.py builds and runs).
 image: $(STAMP)
-	$(PY) image/build.py --extras agent,embeddings,hhem,postgres
+	$(PY) image/build.py --extras agent,embeddings,hhem,postgres --record benchmarks/results/image.json
 
 image-slim: $(STAMP)
-	$(PY) image/build.py --extras agent,postgres
+	$(PY) image/build.py --extras agent,postgres --record benchmarks/results/image.json

@@ -177,7 +177,8 @@ def build(podman: Podman, tag: str, extras: str, log=print) -> float:
     pip_conf.write_text(conf_text)
     index = re.search(r"^index-url = (\S+)", conf_text, flags=re.M)
     volumes = [f"{pip_conf}:/etc/pip.conf:ro"] + [f"{p}:{p}:ro" for p in paths]
-    args = ["bud", "--isolation", "chroot", "--format", "docker", "--layers=false",
+    # --layers: the dependency layer is reused while pyproject.toml and the extras are unchanged.
+    args = ["bud", "--isolation", "chroot", "--format", "docker", "--layers",
             "--build-arg", f"PYTHON_IMAGE={base}", "--build-arg", f"EXTRAS={extras}",
             "--build-arg", f"TORCH_INDEX_URL={index.group(1) if index else 'https://pypi.org/simple'}"]
     for v in volumes:
@@ -208,13 +209,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--extras", default=FULL_EXTRAS, help=f"pip extras to install (slim: {SLIM_EXTRAS})")
     parser.add_argument("--tag", default="", help="image tag (default: localhost/rag-monitor:full or :slim)")
+    parser.add_argument("--record", type=Path, default=None,
+                        help="merge the size and build time into this JSON results file (the README quotes it)")
     args = parser.parse_args(argv)
-    tag = args.tag or f"localhost/rag-monitor:{'slim' if args.extras == SLIM_EXTRAS else 'full'}"
+    variant = "slim" if args.extras == SLIM_EXTRAS else "full" if args.extras == FULL_EXTRAS else args.extras
+    tag = args.tag or f"localhost/rag-monitor:{variant.replace(',', '-')}"
     ensure_tools()
     podman = Podman()
     seconds = build(podman, tag, args.extras)
-    size = podman.image_size(tag)
-    print(json.dumps({"tag": tag, "extras": args.extras, "build_s": round(seconds), "size_mb": round(size / 1e6)}))
+    line = {"tag": tag, "extras": args.extras, "size_mb": round(podman.image_size(tag) / 1e6),
+            "build_s": round(seconds), "cpus": os.cpu_count(), "base": BASE_IMAGE}
+    print(json.dumps(line))
+    if args.record is not None:
+        results = json.loads(args.record.read_text()) if args.record.exists() else {}
+        results[variant] = line
+        args.record.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     print(f"run it: CONTAINERS_CONF={podman.state}/containers.conf podman {' '.join(podman.storage)} "
           f"run --rm --network host {tag}")
     return 0

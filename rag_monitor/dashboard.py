@@ -257,7 +257,7 @@ def overview() -> list[PanelSpec]:
         PanelSpec("Query latency p95", (Target(quantile(0.95, "rag_query_duration_seconds")),), "s", kind="stat", width=6),
         PanelSpec("Cost per query (mean)", (Target(f"{rate('rag_query_cost_usd_sum')} / {rate('rag_query_cost_usd_count')}"),),
                   "currencyUSD", kind="stat", width=6),
-        PanelSpec("Review queue (pending)", (Target('sum(rag_agent_review_queue_depth{state="pending"})'),), "short", kind="stat", width=6),
+        PanelSpec("Review queue (waiting)", (Target('sum(rag_agent_review_queue_depth{state="queued"})'),), "short", kind="stat", width=6),
     ]
 
 

@@ -73,7 +73,8 @@ def alert_spans(alerts: Sequence[Mapping[str, Any]], t0: float, end_s: float) ->
         start = _timestamp(alert.get("startsAt"))
         if start is None:
             continue
-        span = spans.setdefault(key, {"label": f"{key[0]} {subject}".strip(), "start": start - t0, "end": None,
+        after = f" (after {labels['suspected_release']})" if labels.get("suspected_release") else ""
+        span = spans.setdefault(key, {"label": f"{key[0]} {subject}".strip() + after, "start": start - t0, "end": None,
                                       "triage": labels.get("triage", "")})
         span["start"] = min(span["start"], start - t0)
         if alert.get("status") == "resolved" and (ended := _timestamp(alert.get("endsAt"))) is not None:
