@@ -25,6 +25,7 @@ from rag_monitor.templating import render
 
 PHASE_COLOURS = ("#4C78A8", "#F58518", "#E45756", "#72B7B2", "#54A24B")
 TRIAGE_COLOURS = {"regression": "#E45756", "drift": "#4C78A8"}
+P_FLOOR = 1e-3
 
 
 @dataclass(frozen=True)
@@ -147,12 +148,14 @@ def drift_plot(runs: Sequence[tuple[float, float, bool]], alpha: float, windows:
     _shade_phases(ax, windows)
     if runs:
         xs, ps, flags = zip(*runs)
+        ps = [max(p, P_FLOOR) for p in ps]  # a p-value of 0 has no place on a log axis
         ax.plot(xs, ps, color="#555", lw=1)
         ax.scatter(xs, ps, c=["#E45756" if f else "#4C78A8" for f in flags], s=18, zorder=3)
     ax.axhline(alpha, color="#E45756", ls="--", lw=1, label=f"alpha {alpha:g} (below: drift)")
     ax.set_yscale("log")
+    ax.set_ylim(P_FLOOR / 2, 1.5)
     ax.set_xlabel("seconds since the first query")
-    ax.set_ylabel("p-value")
+    ax.set_ylabel(f"p-value (floor {P_FLOOR:g})")
     ax.legend(fontsize=8, frameon=False, loc="lower left")
     ax.set_title("Drift test p-values (query embeddings, MMD)", fontsize=10, pad=14)
     return _png(fig)
