@@ -116,8 +116,7 @@ class Agent:
             top_releases=s.top_releases,
             regeneration=RegenerationDetector(s.regeneration_window_s, s.regeneration_similarity),
         )
-        for release in self.store.releases():
-            self.observer.note_release(release.service, release.release, release.first_seen)
+        self.observer.releases.refresh(self.store)
         self.forwarder: SpanForwarder | None = None
         if s.phoenix_url:
             self.forwarder = SpanForwarder(
