@@ -43,6 +43,7 @@ class Metric:
     labels: tuple[str, ...]
     doc: str
     section: str
+    computed: str = ""  # where a scrape-time gauge comes from ("from reviews, at scrape")
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def metric_definitions() -> list[Metric]:
             return []
 
     for family in ReviewStatsCollector(_NoReviews()).collect():
-        out.append(Metric(family.name, "gauge", ("release",), family.documentation, "filters"))
+        out.append(Metric(family.name, "gauge", ("release",), family.documentation, "filters", "from reviews, at scrape"))
     return out
 
 
