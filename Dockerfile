@@ -31,17 +31,18 @@ RUN case ",${EXTRAS}," in \
         pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" ;; \
     esac
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE ./
-# The dependencies first, from pyproject.toml alone (an empty package stands in for the code),
-# so a code change rebuilds only the small layers below. Their tests/ folders (about 150 MB)
-# are not needed to run. The project is not a registry package: DL3013 (pin versions) does
-# not apply; its dependencies carry their bounds in pyproject.toml.
+COPY pyproject.toml ./
+# The dependencies first, from pyproject.toml alone (an empty package and README stand in),
+# so a code or README change rebuilds only the small layers below. Their tests/ folders
+# (about 150 MB) are not needed to run. The project is not a registry package: DL3013 (pin
+# versions) does not apply; its dependencies carry their bounds in pyproject.toml.
 # hadolint ignore=DL3013
-RUN mkdir rag_monitor && touch rag_monitor/__init__.py \
+RUN mkdir rag_monitor && touch rag_monitor/__init__.py README.md \
     && pip install --no-cache-dir ".[${EXTRAS}]" \
     && pip uninstall -y -q rag-monitor \
     && find /opt/venv/lib -path "*/site-packages/*" -type d -name tests -prune -exec rm -rf {} + \
-    && rm -r rag_monitor
+    && rm -r rag_monitor README.md
+COPY README.md LICENSE ./
 COPY rag_monitor ./rag_monitor
 # pip itself is not needed at run time.
 # hadolint ignore=DL3013
