@@ -37,6 +37,7 @@ from rag_monitor.collectors.otlp import encode_export_request
 from rag_monitor.collectors.pricing import PriceTable
 from rag_monitor.collectors.pseudonyms import load_pseudonym_key
 from rag_monitor.collectors.redaction import Redactor
+from rag_monitor.config_files import CONFIG_FILES, config_path, load_config
 from rag_monitor.detectors.faithfulness import load_scorer
 from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
@@ -45,7 +46,6 @@ from rag_monitor.detectors.profiles import load_profiles
 from rag_monitor.review.auth import Reviewers
 from rag_monitor.review.sampler import Sampler, SamplingConfig
 from rag_monitor.review.web import ReviewApp
-from rag_monitor.config_files import config_path, load_config
 from rag_monitor.settings import AgentSettings
 from rag_monitor.store import StoreUnavailable, open_store
 
@@ -104,10 +104,9 @@ class Agent:
         self.redactor = load_config("redaction_rules", s.redaction_rules, lambda p: Redactor.load(p, pseudonym_key=key),
                                     lambda: Redactor(pseudonym_key=key))
         self.sampler = Sampler(load_config("sampling_config", s.sampling_config, SamplingConfig.load, SamplingConfig))
-        log.info("config: ingest %s, prices %s (%d models), redaction %s, sampling %s, drift profiles %s",
-                 *(config_path(name, getattr(s, name)) for name in ("ingest_config", "price_table")), len(self.prices.prices),
-                 *(config_path(name, getattr(s, name)) for name in ("redaction_rules", "sampling_config")),
-                 [p.name for p in self.profiles] or "none")
+        files = ", ".join(f"{name}={config_path(name, getattr(s, name)) or 'none'}" for name in CONFIG_FILES)
+        log.info("config files: %s; %d priced models; drift profiles: %s", files, len(self.prices.prices),
+                 ", ".join(p.name for p in self.profiles) or "none")
         self.observer = QueryObserver(
             self.metrics,
             self.prices.call_cost,
