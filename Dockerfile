@@ -4,8 +4,12 @@
 #   docker build -t rag-monitor .
 #   docker run -p 4318:4318 -p 8080:8080 rag-monitor
 #
-# GPU builds: --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 (and a CUDA
-# base image). The repository's tests lint this file with hadolint; no image is built there.
+# Extras: the default image carries the HHEM scorer and the embedding model (CPU torch, about
+# 2 GB more); `--build-arg EXTRAS=agent,postgres` builds the slim image (no torch: the lexical
+# scorer, and drift on vectors the apps send). GPU builds: --build-arg
+# TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 (and a CUDA base image).
+# `make image` builds it here without a registry (image/build.py); tests/deploy/test_image.py
+# builds the slim image, starts it and talks to it.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -19,15 +23,30 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
-# torch first and from its own index, so the extras below find it satisfied.
-RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+ARG EXTRAS=agent,embeddings,hhem,postgres
+# torch first and from its own index, so the extras below find it satisfied; only the extras
+# that run a model need it.
+RUN case ",${EXTRAS}," in \
+      *,hhem,*|*,embeddings,*) \
+        pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" ;; \
+    esac
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE ./
-COPY rag_monitor ./rag_monitor
-# The project itself, not a registry package: DL3013 (pin versions) does not apply; its
-# dependencies carry their bounds in pyproject.toml.
+COPY pyproject.toml ./
+# The dependencies first, from pyproject.toml alone (an empty package and README stand in),
+# so a code or README change rebuilds only the small layers below. Their tests/ folders
+# (about 150 MB) are not needed to run. The project is not a registry package: DL3013 (pin
+# versions) does not apply; its dependencies carry their bounds in pyproject.toml.
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir ".[agent,embeddings,hhem,postgres]"
+RUN mkdir rag_monitor && touch rag_monitor/__init__.py README.md \
+    && pip install --no-cache-dir ".[${EXTRAS}]" \
+    && pip uninstall -y -q rag-monitor \
+    && find /opt/venv/lib -path "*/site-packages/*" -type d -name tests -prune -exec rm -rf {} + \
+    && rm -r rag_monitor README.md
+COPY README.md LICENSE ./
+COPY rag_monitor ./rag_monitor
+# pip itself is not needed at run time.
+# hadolint ignore=DL3013
+RUN pip install --no-cache-dir --no-deps . && pip uninstall -y -q pip
 
 # ---- runtime: the venv and the default config, nothing to compile with --------------------
 FROM ${PYTHON_IMAGE} AS runtime

@@ -9,7 +9,7 @@ TOOLS := .tools
 TORCH := torch==2.13.0
 EXTRAS := agent,embeddings,hhem,phoenix,postgres,dev
 
-.PHONY: test demo venv system-deps tools bench clean helm-sync defaults-sync alerts-generate
+.PHONY: test demo venv system-deps tools bench clean helm-sync defaults-sync alerts-generate dashboards image image-slim
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,3 +71,18 @@ defaults-sync:
 # Alert rule files are generated from alerts/thresholds.yaml.
 alerts-generate: $(STAMP)
 	$(PY) -m rag_monitor.alerts.generate
+
+# The Grafana dashboard is generated from the metric definitions; the chart carries a copy.
+# Re-run after adding or changing a metric (tests/dashboards fails while it is stale).
+dashboards: $(STAMP)
+	$(PY) -m rag_monitor.dashboard
+	$(PY) helm/sync_files.py
+
+# Build the Dockerfile here without a registry (buildah + podman + runc + debootstrap from
+# Debian; installed when missing and root). image: HHEM + embeddings (CPU torch); image-slim:
+# without them (what tests/deploy/test_image.py builds and runs).
+image: $(STAMP)
+	$(PY) image/build.py --extras agent,embeddings,hhem,postgres --record benchmarks/results/image.json
+
+image-slim: $(STAMP)
+	$(PY) image/build.py --extras agent,postgres --record benchmarks/results/image.json

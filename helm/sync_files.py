@@ -29,11 +29,12 @@ CHART_FILES = ROOT / "helm" / "rag-monitor" / "files"
 
 # (top-level folder, glob patterns inside it). From alerts/ only the Prometheus rule files:
 # thresholds.yaml generates them, and the Alertmanager config and promtool tests are not
-# deployed by the chart.
+# deployed by the chart. dashboards/ holds the generated Grafana dashboard.
 SYNCED = {
     "collectors": ("*.yaml",),
     "detectors": ("*.yaml",),
     "alerts": ("rules/*.yml", "rules/*.yaml"),
+    "dashboards": ("*.json",),
 }
 
 

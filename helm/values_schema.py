@@ -137,6 +137,8 @@ def build_schema() -> dict[str, Any]:
             "serviceMonitor": _obj({"enabled": boolean, "interval": duration, "scrapeTimeout": duration, "labels": anyobj}),
             "prometheusRule": _obj({"enabled": boolean, "labels": anyobj}),
             "alertRulesConfigMap": _obj({"enabled": boolean}),
+            "grafanaDashboard": _obj({"enabled": boolean, "label": {"type": "string", "minLength": 1},
+                                      "labelValue": {"type": "string"}, "folder": {"type": "string"}, "labels": anyobj}),
             "gateway": _obj({
                 "enabled": boolean, "replicaCount": {"type": "integer", "minimum": 1}, "image": image,
                 "resources": resources, "phoenixFanout": boolean,

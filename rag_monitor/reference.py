@@ -1,7 +1,7 @@
-"""The README's reference sections, generated from the code and rule files so they cannot drift.
+"""The reference pages under ``docs/``, generated from the code and rule files so they cannot drift.
 
 ``python -m rag_monitor.reference`` rewrites the blocks between
-``<!-- BEGIN generated:NAME -->`` and ``<!-- END generated:NAME -->`` in README.md;
+``<!-- BEGIN generated:NAME -->`` and ``<!-- END generated:NAME -->`` in each page of ``PAGES``;
 ``--check`` exits 1 when any block is stale (a test runs it).
 """
 
@@ -25,32 +25,13 @@ def settings_table() -> str:
 
 
 def metrics_table() -> str:
-    from prometheus_client import CollectorRegistry
+    from rag_monitor.dashboard import metric_definitions
 
-    from rag_monitor.agent.scrape import ReviewStatsCollector
-    from rag_monitor.alerts.metrics import AgentMetrics
-
-    class _NoReviews:
-        def reviewed(self, since=None):
-            return []
-
-    registry = CollectorRegistry()
-    metrics = AgentMetrics(registry)
     rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
-    for metric in vars(metrics).values():
-        if metric is registry:
-            continue
-        described = metric.describe()[0]
-        labels = ", ".join(f"`{label}`" for label in metric._labelnames)
-        suffix = "_total" if described.type == "counter" else ""
-        rows.append(f"| `{described.name}{suffix}` | {described.type} | {labels} | {described.documentation} |")
-    for family in ReviewStatsCollector(_NoReviews()).collect():
-        rows.append(f"| `{family.name}` | gauge (from reviews, at scrape) | `release` | {family.documentation} |")
-    from rag_monitor.review.collector import ReviewMetricsCollector
-
-    for family in ReviewMetricsCollector.families().values():
-        labels = ", ".join(f"`{label}`" for label in family._labelnames)
-        rows.append(f"| `{family.name}` | gauge (from reviews, at scrape) | {labels} | {family.documentation} |")
+    for m in metric_definitions():
+        labels = ", ".join(f"`{label}`" for label in m.labels)
+        kind = f"{m.kind} ({m.computed})" if m.computed else m.kind
+        rows.append(f"| `{m.name}` | {kind} | {labels} | {m.doc} |")
     return "\n".join(rows)
 
 
@@ -61,31 +42,39 @@ def alerts_reference() -> str:
 
 
 SECTIONS = {"settings": settings_table, "metrics": metrics_table, "alerts": alerts_reference}
+PAGES = {"settings": "docs/configuration.md", "metrics": "docs/metrics.md", "alerts": "docs/alerts.md"}
+"""Which page under the repository root holds each generated block."""
 
 
-def render(text: str) -> str:
-    for name, build in SECTIONS.items():
+def render(text: str, names=tuple(SECTIONS)) -> str:
+    for name in names:
         pattern = re.compile(rf"(<!-- BEGIN generated:{name} -->\n).*?(<!-- END generated:{name} -->)", re.S)
         if not pattern.search(text):
-            raise ValueError(f"README.md has no generated:{name} block")
-        body = build() + "\n"
+            raise ValueError(f"no generated:{name} block")
+        body = SECTIONS[name]() + "\n"
         text = pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
     return text
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale")
+    parser.add_argument("--root", type=Path, default=ROOT)
     args = parser.parse_args(argv)
-    current = args.readme.read_text()
-    fresh = render(current)
-    if args.check:
-        if fresh != current:
-            print(f"{args.readme} is stale: run python -m rag_monitor.reference", file=sys.stderr)
-            return 1
-        return 0
-    args.readme.write_text(fresh)
+    stale = []
+    for name, page in PAGES.items():
+        path = args.root / page
+        current = path.read_text()
+        fresh = render(current, (name,))
+        if fresh == current:
+            continue
+        if args.check:
+            stale.append(page)
+        else:
+            path.write_text(fresh)
+    if stale:
+        print(f"stale: {', '.join(stale)}: run python -m rag_monitor.reference", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Precedence: argument > environment (``RAG_MONITOR_<FIELD>``) > file (YAML, the field names as
 keys) > default. ``rag-monitor config`` prints every setting with its default, source and
-environment variable; the README's reference table is generated from ``SETTINGS_DOC``.
+environment variable; docs/configuration.md's reference table is generated from ``SETTINGS_DOC``.
 
 Usage::
 

@@ -66,3 +66,23 @@ def test_cli_commands_in_the_readme_run(tmp_path, capsys):
     hashed = subprocess.run([sys.executable, "-m", "rag_monitor.cli", "review", "hash-token"], input="s3cret\n",
                             capture_output=True, text=True, check=True)
     assert hashed.stdout.strip() == hashlib.sha256(b"s3cret").hexdigest()
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#]+)\)", page.read_text()):
+            if "://" not in target:
+                assert (page.parent / target).exists(), f"{page.name} links to a missing {target}"
+
+
+def test_image_sizes_in_the_docs_come_from_the_results_file():
+    import json
+
+    results = json.loads((ROOT / "benchmarks" / "results" / "image.json").read_text())
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    for variant, line in results.items():
+        row = re.search(rf"^\| {variant} \(`make image[^|]*\|[^|]*\| ([\d,]+) MB \| (\d+) min \|$", deploy, re.M)
+        assert row, f"docs/deploy.md has no {variant} image row"
+        assert int(row.group(1).replace(",", "")) == line["size_mb"] and int(row.group(2)) == round(line["build_s"] / 60)
+        assert f"{line['size_mb']:,} MB" in README, f"README.md does not quote the {variant} image's size"

@@ -5,7 +5,7 @@ cost are histograms so quantiles aggregate across replicas with ``histogram_quan
 values come from bounded sets: free-form values (tenants, intents, releases) pass through a
 ``LabelFolder`` that keeps the first N seen and folds the rest into ``other``.
 
-The alert rules in ``alerts/`` and the README's metrics reference are written against these
+The alert rules in ``alerts/``, docs/metrics.md and the Grafana dashboard are written against these
 names; ``tests/alerts`` checks that every metric a rule uses is defined here.
 
 Usage::

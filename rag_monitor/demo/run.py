@@ -64,6 +64,8 @@ class DemoOptions:
     progress: TextIO | None = sys.stderr
     out: TextIO = sys.stdout
     alert_wait_s: float | None = None
+    before_stop: Any = None
+    """Called with the ``DemoResult`` while every service still runs (tests query Prometheus)."""
 
 
 @dataclass
@@ -270,15 +272,33 @@ def run_demo(options: DemoOptions) -> DemoResult:
         from rag_monitor.demo.summary import collect_summary, render_summary
 
         summary = collect_summary(agent, phases, alerts, urls, drift=drift, notes=notes)
+        summary.urls["report"] = str(_write_report(root, agent, summary, phases, alerts))
         text = render_summary(summary)
         say(text)
+        result = DemoResult(summary, text, phases, list(alerts), drift, notes,
+                            alerting.prometheus.url if alerting else None)
+        if options.before_stop is not None:
+            options.before_stop(result)
         if options.serve:
             say("Serving: open the URLs above; Ctrl-C stops everything.")
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)
-        return DemoResult(summary, text, phases, list(alerts), drift, notes,
-                          alerting.prometheus.url if alerting else None)
+        return result
+
+
+def _write_report(root: Path, agent: Any, summary: Any, phases: list, alerts: list) -> Path:
+    """The one-page HTML report with plots (rag_monitor/demo/report.py), next to the data."""
+    import yaml
+
+    from rag_monitor.demo.report import write_report
+    from rag_monitor.demo.services import alerts_dir
+
+    limits = yaml.safe_load((alerts_dir() / "thresholds.yaml").read_text())  # the demo keeps these two
+    return write_report(root / "report", agent, summary, phases, alerts, DRIFT_PROFILE,
+                        alpha=_drift_profiles(True)["profiles"][0]["alpha"],
+                        thresholds={"unsupported": limits["faithfulness"]["max_unsupported_ratio"],
+                                    "false_exclusion": limits["filter_false_exclusion"]["max_ratio"]})
 
 
 def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free_port: Any, quick: bool) -> Any:

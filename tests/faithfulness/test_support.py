@@ -96,3 +96,15 @@ def test_on_real_begin_rows_it_separates_human_labels(scorer):
     # Measured 0.86 balanced accuracy / 0.92 AUC on these rows; the full held-out figures are in
     # benchmarks/results/faithfulness.json.
     assert report.balanced_accuracy >= 0.75 and report.roc_auc >= 0.85, report
+
+
+def test_without_the_embeddings_extra_the_agent_scores_lexically(monkeypatch):
+    # The slim image has no torch: the default offline scorer must not stop the agent at start.
+    import importlib.util
+
+    import rag_monitor.faithfulness as faithfulness
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    assert not faithfulness.embeddings_installed()
+    assert faithfulness.load_scorer(None).name == "lexical-v1"

@@ -1,0 +1,361 @@
+"""The Grafana dashboard, generated from the metric definitions with Grafana's typed builder.
+
+Every metric the agent defines (``rag_monitor/alerts/metrics.py``, and the scrape-time gauges
+of ``agent/scrape.py``) gets a panel in the row of its section (the ``# --- name ---`` comments
+of ``AgentMetrics``): a curated panel where one is written below (quantiles, ratios, bands and
+thresholds from ``alerts/thresholds.yaml``), a generic one otherwise. So a new metric reaches
+the dashboard when the generator runs again, and no panel names a metric that does not exist.
+
+    python -m rag_monitor.dashboard           # rewrite dashboards/rag-monitor.json
+    python -m rag_monitor.dashboard --check   # exit 1 when it is stale (a test runs it)
+
+``make dashboards`` runs it and copies the file into the Helm chart (``helm/sync_files.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARD_FILE = ROOT / "dashboards" / "rag-monitor.json"
+UID = "rag-monitor"
+RATE = "$__rate_interval"
+# An unlabelled counter every running agent exports: ``or 0 * ...`` turns "no event yet" into
+# 0 while the agent is up, and leaves a gap when it is down.
+AGENT_UP = f"sum(rate(rag_agent_spans_received_total[{RATE}]))"
+# Labels that never split a generic panel (bounded but many: one line per release x variant).
+WIDE_LABELS = {"release", "variant", "tenant", "intent"}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric family as Prometheus sees it."""
+
+    name: str  # the series name (counters with ``_total``)
+    kind: str  # counter, gauge or histogram
+    labels: tuple[str, ...]
+    doc: str
+    section: str
+    computed: str = ""  # where a scrape-time gauge comes from ("from reviews, at scrape")
+
+
+@dataclass(frozen=True)
+class Target:
+    expr: str
+    legend: str = ""
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    title: str
+    targets: tuple[Target, ...]
+    unit: str = "short"
+    description: str = ""
+    kind: str = "timeseries"  # timeseries, stat or state
+    thresholds: tuple[float, ...] = ()  # drawn as dashed red lines
+    width: int = 12
+    log_scale: bool = False
+    metrics: tuple[str, ...] = field(default=(), compare=False)
+
+
+# --- the metric definitions ---------------------------------------------------------------------
+
+
+def _sections() -> dict[str, str]:
+    """``AgentMetrics`` attribute -> the section comment above it."""
+    from rag_monitor.alerts.metrics import AgentMetrics
+
+    section, out = "other", {}
+    for line in inspect.getsource(AgentMetrics.__init__).splitlines():
+        if m := re.match(r"\s*# --- (.+?) ---", line):
+            section = m.group(1)
+        elif m := re.match(r"\s*self\.(\w+)\s*=", line):
+            out[m.group(1)] = section
+    return out
+
+
+def metric_definitions() -> list[Metric]:
+    """Every family the agent exports, in the order (and sections) of their definitions."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from rag_monitor.agent.scrape import ReviewStatsCollector
+    from rag_monitor.alerts.metrics import AgentMetrics
+    from rag_monitor.review.collector import ReviewMetricsCollector
+
+    sections = _sections()
+    registry = CollectorRegistry()
+    out = []
+    for attr, metric in vars(AgentMetrics(registry)).items():
+        if isinstance(metric, MetricWrapperBase):
+            described = metric.describe()[0]
+            suffix = "_total" if described.type == "counter" else ""
+            out.append(Metric(described.name + suffix, described.type, tuple(metric._labelnames),
+                              described.documentation, sections.get(attr, "other")))
+
+    class _NoReviews:
+        def reviewed(self, since=None):
+            return []
+
+    for family in ReviewStatsCollector(_NoReviews()).collect():
+        out.append(Metric(family.name, "gauge", ("release",), family.documentation, "filters", "from reviews, at scrape"))
+    for family in ReviewMetricsCollector.families().values():
+        out.append(Metric(family.name, "gauge", tuple(family._labelnames), family.documentation, "review",
+                          "from reviews, at scrape"))
+    return out
+
+
+def _thresholds() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "alerts" / "thresholds.yaml").read_text())
+
+
+# --- PromQL helpers -------------------------------------------------------------------------------
+
+
+def _by(labels) -> str:
+    return f" by ({', '.join(labels)})" if labels else ""
+
+
+def rate(name: str, by=(), match: str = "") -> str:
+    return f"sum{_by(by)} (rate({name}{{{match}}}[{RATE}]))" if match else f"sum{_by(by)} (rate({name}[{RATE}]))"
+
+
+def quantile(q: float, name: str, by=(), match: str = "") -> str:
+    selector = f"{name}_bucket{{{match}}}" if match else f"{name}_bucket"
+    return f"histogram_quantile({q}, sum{_by(('le', *by))} (rate({selector}[{RATE}])))"
+
+
+def ratio(num: str, den: str, on=(), many: bool = False) -> str:
+    """num / den matched on ``on``, 0 (not absent) where the denominator has traffic and the
+    numerator none; ``many``: the numerator has more labels than the denominator."""
+    match = f" on ({', '.join(on)})" if on or many else ""
+    return f"({num} or{match} 0 * {den}) /{match}{' group_left' if many else ''} {den}"
+
+
+def or_zero(expr: str) -> str:
+    return f"{expr} or on () 0 * {AGENT_UP}"
+
+
+# --- panels ------------------------------------------------------------------------------------------
+
+
+def _latency(m: Metric, what: str) -> list[PanelSpec]:
+    split = [label for label in m.labels if label not in WIDE_LABELS]
+    legend = "".join(f"{{{{{label}}}}} " for label in split)
+    return [PanelSpec(f"{what} p50 / p95 / p99", tuple(
+        Target(quantile(q, m.name, split), f"{legend}p{int(q * 100)}") for q in (0.5, 0.95, 0.99)), "s", m.doc)]
+
+
+def curated(t: dict) -> dict[str, Callable[[Metric], list[PanelSpec]]]:
+    """Panels written by hand for the metrics that need more than a rate or a value."""
+    per_q = "rag_queries_total"
+    return {
+        "rag_queries_total": lambda m: [
+            PanelSpec("Queries per second by release", (Target(rate(m.name, ["release"]), "{{release}}"),), "reqps", m.doc),
+            PanelSpec("Queries per second by variant", (Target(rate(m.name, ["variant"]), "{{variant}}"),), "reqps", m.doc)],
+        "rag_query_errors_total": lambda m: [PanelSpec("Errors and refusals (share of queries)", (
+            Target(ratio(rate(m.name), rate(per_q)), "errors"),
+            Target(ratio(rate("rag_refusals_total"), rate(per_q)), "refusals")), "percentunit", m.doc,
+            metrics=("rag_refusals_total",))],
+        "rag_refusals_total": lambda m: [],  # with the errors
+        "rag_query_duration_seconds": lambda m: [PanelSpec("Query latency p50 / p95 / p99", tuple(
+            Target(quantile(q, m.name), f"p{int(q * 100)}") for q in (0.5, 0.95, 0.99)), "s", m.doc,
+            thresholds=(t["latency"]["p95_slo_seconds"], t["latency"]["p99_slo_seconds"]))],
+        "rag_stage_duration_seconds": lambda m: [
+            PanelSpec(f"Stage latency p{int(q * 100)}", (Target(quantile(q, m.name, ["stage"]), "{{stage}}"),), "s", m.doc, width=8)
+            for q in (0.5, 0.95, 0.99)],
+        "rag_time_to_first_token_seconds": lambda m: _latency(m, "Time to first token"),
+        "rag_query_cost_usd": lambda m: [PanelSpec("Cost per query p50 / p99 and mean", (
+            Target(quantile(0.5, m.name), "p50"), Target(quantile(0.99, m.name), "p99"),
+            Target(f"{rate(m.name + '_sum')} / {rate(m.name + '_count')}", "mean")), "currencyUSD", m.doc,
+            thresholds=(t["cost"]["max_usd_per_query"],))],
+        "rag_cost_usd_total": lambda m: [PanelSpec("Cost per second by model", (Target(rate(m.name, ["model"]), "{{model}}"),), "currencyUSD", m.doc)],
+        "rag_tokens_total": lambda m: [PanelSpec("Tokens per second by kind and model", (
+            Target(rate(m.name, ["kind", "model"]), "{{kind}} {{model}}"),), "short", m.doc)],
+        "rag_release_info": lambda m: [PanelSpec("Releases (first seen)", (
+            Target(f"max by (service, release) (rag_release_first_seen_timestamp_seconds * on (service, release) {m.name}) * 1000",
+                   "{{service}} {{release}}"),),
+            "dateTimeAsIso", m.doc, kind="stat", width=24, metrics=("rag_release_first_seen_timestamp_seconds",))],
+        "rag_release_first_seen_timestamp_seconds": lambda m: [],  # with the release info
+        "rag_feedback_total": lambda m: [PanelSpec("Feedback per query by kind", (
+            Target(ratio(rate(m.name, ["kind"]), rate(per_q), many=True), "{{kind}}"),), "percentunit", m.doc)],
+        "rag_regenerations_total": lambda m: [PanelSpec("Regeneration rate against its band (alert rule windows)", (
+            Target("rag:regeneration_ratio", "{{variant}} ratio"),
+            Target("rag:regeneration_ratio:band_high", "{{variant}} band high"),
+            Target("rag:regeneration_ratio:band_low", "{{variant}} band low")), "percentunit", m.doc)],
+        "rag_filter_queries_total": lambda m: [PanelSpec("Queries that applied a filter, by kind", (
+            Target(rate(m.name, ["filter_kind"]), "{{filter_kind}}"),), "reqps", m.doc)],
+        "rag_filter_exclusions_total": lambda m: [PanelSpec("Filter exclusions (share of filtered queries)", (
+            Target(ratio(rate(m.name, ["filter_kind", "outcome"]), rate("rag_filter_queries_total", ["filter_kind"]), ["filter_kind"], many=True),
+                   "{{filter_kind}} {{outcome}}"),), "percentunit", m.doc)],
+        "rag_filter_false_exclusion_ratio": lambda m: [PanelSpec("False-exclusion rate by release (reviewed sample)", (
+            Target(f"max by (release) ({m.name})", "{{release}}"),), "percentunit", m.doc,
+            thresholds=(t["filter_false_exclusion"]["max_ratio"],))],
+        "rag_faithfulness_score": lambda m: [PanelSpec("Faithfulness score p50 / p10 by scorer", tuple(
+            Target(quantile(q, m.name, ["scorer"]), f"{{{{scorer}}}} p{int(q * 100)}") for q in (0.5, 0.1)), "percentunit", m.doc)],
+        "rag_faithfulness_weighted_total": lambda m: [PanelSpec("Unsupported answers by scorer (weighted, alert window)", (
+            Target("max by (scorer) (rag:faithfulness_unsupported_ratio)", "{{scorer}}"),), "percentunit", m.doc,
+            thresholds=(t["faithfulness"]["max_unsupported_ratio"],))],
+        "rag_faithfulness_scored_total": lambda m: [PanelSpec("Scored answers per second by scorer and verdict", (
+            Target(rate(m.name, ["scorer", "verdict"]), "{{scorer}} {{verdict}}"),), "reqps", m.doc)],
+        "rag_drift_p_value": lambda m: [PanelSpec("Drift p-values", (
+            Target(f"max by (signal, detector) ({m.name})", "{{signal}} {{detector}}"),), "short", m.doc,
+            thresholds=(0.01,), log_scale=True)],
+        "rag_drift_detected": lambda m: [PanelSpec("Drift verdicts (1 = drift)", (
+            Target(f"max by (signal, detector) ({m.name})", "{{signal}} {{detector}}"),), "short", m.doc, kind="state")],
+        "rag_drift_last_run_timestamp_seconds": lambda m: [PanelSpec("Age of the latest drift run", (
+            Target(f"time() - max by (signal, detector) ({m.name})", "{{signal}} {{detector}}"),), "s", m.doc)],
+    }
+
+
+def generic(m: Metric) -> list[PanelSpec]:
+    """A panel for a metric nobody wrote one for: a rate, p95 or value, split by its narrow labels."""
+    split = [label for label in m.labels if label not in WIDE_LABELS]
+    title = m.doc.split(",")[0].split(" (")[0].rstrip(".")
+    if m.kind == "counter":
+        # A labelled counter has no series before its first event: show 0 while the agent is up.
+        expr = or_zero(rate(m.name, split)) if m.labels else rate(m.name)
+        return [PanelSpec(f"{title} (per second)", (Target(expr, _legend(split, m.name)),), "short", m.doc)]
+    if m.kind == "histogram":
+        unit = "s" if m.name.endswith("_seconds") else "short"
+        return [PanelSpec(f"{title} (p95)", (Target(quantile(0.95, m.name, split), _legend(split, m.name)),), unit, m.doc)]
+    # Gauges are computed per label set (releases included): one line each.
+    return [PanelSpec(title, (Target(f"max{_by(m.labels)} ({m.name})", _legend(m.labels, m.name)),), "short", m.doc)]
+
+
+def _legend(labels, default: str) -> str:
+    return " ".join(f"{{{{{label}}}}}" for label in labels) or default
+
+
+def release_row() -> list[PanelSpec]:
+    """The per-release comparison, filtered by the ``release`` variable."""
+    sel = 'release=~"$release"'
+    return [
+        PanelSpec("p95 latency by release", (Target(quantile(0.95, "rag_query_duration_seconds", ["release"], sel), "{{release}}"),), "s", width=8),
+        PanelSpec("Cost per query p99 by release", (Target(quantile(0.99, "rag_query_cost_usd", ["release"], sel), "{{release}}"),), "currencyUSD", width=8),
+        PanelSpec("Unsupported answers by release (weighted)", (Target(ratio(
+            rate("rag_faithfulness_weighted_total", ["release"], sel + ',verdict="unsupported"'),
+            rate("rag_faithfulness_weighted_total", ["release"], sel + ',verdict=~"supported|unsupported"'), ["release"]),
+            "{{release}}"),), "percentunit", width=8),
+        PanelSpec("False-exclusion rate by release", (Target(f"max by (release) (rag_filter_false_exclusion_ratio{{{sel}}})", "{{release}}"),), "percentunit", width=8),
+        PanelSpec("Regenerations per query by release", (Target(ratio(
+            rate("rag_regenerations_total", ["release"], sel), rate("rag_queries_total", ["release"], sel), ["release"]), "{{release}}"),),
+            "percentunit", width=8),
+        PanelSpec("Thumbs-down per query by release", (Target(ratio(
+            rate("rag_feedback_total", ["release"], sel + ',kind="thumbs_down"'), rate("rag_queries_total", ["release"], sel), ["release"]),
+            "{{release}}"),), "percentunit", width=8),
+    ]
+
+
+def overview() -> list[PanelSpec]:
+    return [
+        PanelSpec("Queries / s", (Target(rate("rag_queries_total")),), "reqps", kind="stat", width=6),
+        PanelSpec("Query latency p95", (Target(quantile(0.95, "rag_query_duration_seconds")),), "s", kind="stat", width=6),
+        PanelSpec("Cost per query (mean)", (Target(f"{rate('rag_query_cost_usd_sum')} / {rate('rag_query_cost_usd_count')}"),),
+                  "currencyUSD", kind="stat", width=6),
+        PanelSpec("Review queue (waiting)", (Target('sum(rag_agent_review_queue_depth{state="queued"})'),), "short", kind="stat", width=6),
+    ]
+
+
+def panel_plan() -> list[tuple[str, list[PanelSpec]]]:
+    """(row title, panels) in dashboard order; every defined metric appears in some panel."""
+    definitions = metric_definitions()
+    hand = curated(_thresholds())
+    rows: dict[str, list[PanelSpec]] = {}
+    for m in definitions:
+        build = hand.get(m.name, generic)
+        rows.setdefault(m.section, []).extend(build(m))
+    titled = [(section[0].upper() + section[1:], panels) for section, panels in rows.items() if panels]
+    return [("Overview", overview()), ("Per-release comparison ($release)", release_row()), *titled]
+
+
+# --- the Grafana model ------------------------------------------------------------------------------
+
+
+def build_dashboard():
+    from grafana_foundation_sdk.builders import dashboard as gd
+    from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, timeseries
+    from grafana_foundation_sdk.builders.common import GraphThresholdsStyleConfig, ScaleDistributionConfig
+    from grafana_foundation_sdk.models import common
+    from grafana_foundation_sdk.models.dashboard import (
+        DashboardCursorSync, DashboardLinkType, DataSourceRef, Threshold, ThresholdsMode, VariableOption, VariableRefresh,
+    )
+
+    datasource = DataSourceRef(type_val="prometheus", uid="${datasource}")
+    builder = (
+        gd.Dashboard("RAG monitor").uid(UID).tags(["rag-monitor", "generated"])
+        .description("Generated by `python -m rag_monitor.dashboard` from the agent's metric definitions: do not edit by hand.")
+        .time("now-3h", "now").refresh("30s").tooltip(DashboardCursorSync.CROSSHAIR).timezone("browser")
+        .with_variable(gd.DatasourceVariable("datasource").label("Prometheus").type("prometheus"))
+        .with_variable(gd.QueryVariable("release").label("Release").datasource(datasource)
+                       .query("label_values(rag_queries_total, release)").refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+                       .multi(True).include_all(True).all_value(".*")
+                       .current(VariableOption(selected=True, text="All", value="$__all")))
+        .with_variable(gd.TextBoxVariable("phoenix_url").label("Phoenix URL").default_value("http://localhost:6006"))
+        .with_variable(gd.TextBoxVariable("review_url").label("Agent URL").default_value("http://localhost:8080"))
+        .link(gd.DashboardLink("Phoenix traces").type(DashboardLinkType.LINK).url("${phoenix_url}/projects")
+              .icon("external link").target_blank(True))
+        .link(gd.DashboardLink("Review page").type(DashboardLinkType.LINK).url("${review_url}/review")
+              .icon("external link").target_blank(True))
+    )
+    panel_id = 0
+    for title, panels in panel_plan():
+        panel_id += 1
+        builder = builder.with_row(gd.Row(title).id(panel_id))
+        for spec in panels:
+            panel_id += 1
+            kind = {"timeseries": timeseries.Panel, "stat": stat.Panel, "state": statetimeline.Panel}[spec.kind]
+            panel = kind().id(panel_id).title(spec.title).unit(spec.unit).datasource(datasource).span(spec.width).height(8 if spec.kind != "stat" else 4)
+            if spec.description:
+                panel = panel.description(spec.description)
+            for i, target in enumerate(spec.targets):
+                query = prometheus.Dataquery().expr(target.expr).ref_id(chr(ord("A") + i)).datasource(datasource)
+                panel = panel.with_target(query.legend_format(target.legend) if target.legend else query)
+            if spec.thresholds:
+                steps = [Threshold(value=None, color="green")] + [Threshold(value=v, color="red") for v in spec.thresholds]
+                panel = panel.thresholds(gd.ThresholdsConfig().mode(ThresholdsMode.ABSOLUTE).steps(steps))
+                if spec.kind == "timeseries":
+                    panel = panel.thresholds_style(GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.DASHED))
+            if spec.log_scale:
+                panel = panel.scale_distribution(ScaleDistributionConfig().type(common.ScaleDistribution.LOG).log(10))
+            builder = builder.with_panel(panel)
+    return builder.build()
+
+
+def render() -> str:
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+
+    return json.dumps(json.loads(JSONEncoder(sort_keys=True).encode(build_dashboard())), indent=2, sort_keys=True) + "\n"
+
+
+def queries(model: dict) -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every panel target of a dashboard JSON model."""
+    return [(p["title"], t["expr"]) for p in model["panels"] if p.get("type") != "row" for t in p.get("targets", [])]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the committed dashboard is stale")
+    args = parser.parse_args(argv)
+    fresh = render()
+    if args.check:
+        if not DASHBOARD_FILE.exists() or DASHBOARD_FILE.read_text() != fresh:
+            print(f"{DASHBOARD_FILE} is stale: run `make dashboards`", file=sys.stderr)
+            return 1
+        return 0
+    DASHBOARD_FILE.parent.mkdir(exist_ok=True)
+    DASHBOARD_FILE.write_text(fresh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
