@@ -8,9 +8,7 @@ the series count.
 from __future__ import annotations
 
 import re
-import threading
 import time
-from collections import OrderedDict
 
 from rag_monitor import semconv
 from rag_monitor.alerts.metrics import OTHER, AgentMetrics, LabelFolder
@@ -32,32 +30,39 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 class RegenerationDetector:
     """Infers regenerations: the same session re-asks a near-duplicate query within a window.
 
-    Keeps the last query of sessions seen within the window (at most ``max_sessions``), so memory
-    follows the number of active sessions, not the traffic.
+    Each session's last query lives in the shared store (``session_windows``), so a re-ask that
+    the gateway routes to another replica still counts. One read and one upsert per ingest batch;
+    sessions silent for longer than the window are pruned by the ``store_pruning`` job.
     """
 
-    def __init__(self, window_s: float, similarity: float, max_sessions: int = 50_000):
+    def __init__(self, store, window_s: float, similarity: float, clock=time.time):
+        self.store = store
+        self.window_s = window_s
         self.window_ns = int(window_s * 1e9)
         self.similarity = similarity
-        self.max_sessions = max_sessions
-        self._last: OrderedDict[str, tuple[int, frozenset[str]]] = OrderedDict()
-        self._lock = threading.Lock()
+        self.clock = clock
 
-    def is_regeneration(self, record: QueryRecord) -> bool:
-        if not record.session_id or not record.query:
-            return False
-        words = _tokens(record.query)
-        with self._lock:
-            previous = self._last.pop(record.session_id, None)
-            self._last[record.session_id] = (record.start_ns, words)
-            # Sessions silent for longer than the window can't regenerate: forget them (oldest first).
-            horizon = record.start_ns - self.window_ns
-            while len(self._last) > self.max_sessions or next(iter(self._last.values()))[0] < horizon:
-                self._last.popitem(last=False)
-        if previous is None:
-            return False
-        started, previous_words = previous
-        return 0 <= record.start_ns - started <= self.window_ns and jaccard(words, previous_words) >= self.similarity
+    def detect(self, records: list[QueryRecord]) -> set[str]:
+        """Trace ids of the records that re-ask their session's previous query."""
+        asked = sorted((r for r in records if r.session_id and r.query), key=lambda r: r.start_ns)
+        if not asked:
+            return set()
+        words = {r.trace_id: _tokens(r.query) for r in asked}
+        latest = {r.session_id: (r.start_ns, sorted(words[r.trace_id])) for r in asked}
+        before = {sid: (start, frozenset(w)) for sid, (start, w) in self.store.swap_session_windows(latest).items()}
+        found = set()
+        for r in asked:
+            previous = before.get(r.session_id)
+            # start > previous start: a re-sent copy of the same query (an exporter's retry) is no re-ask.
+            if previous is not None and 0 < r.start_ns - previous[0] <= self.window_ns \
+                    and jaccard(words[r.trace_id], previous[1]) >= self.similarity:
+                found.add(r.trace_id)
+            if previous is None or r.start_ns >= previous[0]:
+                before[r.session_id] = (r.start_ns, words[r.trace_id])
+        return found
+
+    def prune(self) -> int:
+        return self.store.prune_session_windows(self.clock() - self.window_s)
 
 
 class QueryObserver:
@@ -70,7 +75,6 @@ class QueryObserver:
         top_intents: int = 20,
         top_tenants: int = 20,
         top_releases: int = 10,
-        regeneration: RegenerationDetector | None = None,
         clock=time.time,
     ):
         self.metrics = metrics
@@ -84,7 +88,6 @@ class QueryObserver:
         self.feedback_kind = LabelFolder(len(semconv.FEEDBACK_KINDS), allowed=semconv.FEEDBACK_KINDS)
         self.filter_kind = LabelFolder(len(semconv.FILTER_KINDS), allowed=semconv.FILTER_KINDS)
         self.model = LabelFolder(20)
-        self.regeneration = regeneration or RegenerationDetector(120.0, 0.8)
         self.clock = clock
         self._first_seen: dict[tuple[str, str], float] = {}
 
@@ -105,8 +108,8 @@ class QueryObserver:
     def known_release(self, service: str, release: str) -> bool:
         return (service or "unknown", release) in self._first_seen
 
-    def observe(self, record: QueryRecord) -> float | None:
-        """Update every query metric from ``record``; returns its cost in USD when priced."""
+    def observe(self, record: QueryRecord, regenerated: bool = False) -> float | None:
+        """Update every query metric from ``record`` (``regenerated``: the detector's verdict); returns its cost in USD when priced."""
         m = self.metrics
         release, variant = self.labels_of(record)
         m.queries.labels(release, variant, self.intent(record.intent), self.tenant(record.tenant)).inc()
@@ -142,7 +145,7 @@ class QueryObserver:
             if applied.excluded_ids:
                 m.filter_exclusions.labels(release, variant, kind, "removed_topk").inc()
 
-        if self.regeneration.is_regeneration(record):
+        if regenerated:
             m.regenerations.labels(release, variant, "inferred").inc()
         for feedback in record.feedback:
             self.observe_feedback(record, feedback)

@@ -11,6 +11,7 @@ instead of being counted as late spans.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rag_monitor import semconv
-from rag_monitor.agent.observe import QueryObserver
+from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import TraceAssembler
 from rag_monitor.collectors.otlp import DecodeResult, decode_export_request
@@ -26,6 +27,8 @@ from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.record import Feedback, QueryRecord
 from rag_monitor.review.sampler import Sampler
 from rag_monitor.store import FeedbackEvent, Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 @dataclass
 class IngestResult:
@@ -44,6 +47,7 @@ class IngestPipeline:
         store: Store,
         metrics: AgentMetrics,
         observer: QueryObserver,
+        regeneration: RegenerationDetector | None,
         assembler: TraceAssembler,
         redactor: Redactor,
         sampler: Sampler,
@@ -55,6 +59,7 @@ class IngestPipeline:
         self.store = store
         self.metrics = metrics
         self.observer = observer
+        self.regeneration = regeneration
         self.assembler = assembler
         self.redactor = redactor
         self.sampler = sampler
@@ -63,7 +68,9 @@ class IngestPipeline:
         self.on_records = on_records
         """Called with every batch of kept records (the drift feed's O(1) offer)."""
         self.clock = clock
-        # The assembler and the regeneration detector are stateful: one request at a time.
+        # The assembler's pending state and the store write move together (a failed write hands the
+        # traces back): one request at a time in there. Decoding, redaction, metrics, regeneration
+        # (in the store) and forwarding run outside it, concurrently.
         self._lock = threading.Lock()
 
     # --- the request path -----------------------------------------------------------------
@@ -83,11 +90,12 @@ class IngestPipeline:
         with self._lock:
             output = self.assembler.add(spans)
             try:
-                self._process(output)
+                late = self._persist(output.records, output.late_feedback)
             except StoreUnavailable:
                 self.assembler.reopen(output, resent=spans)
                 m.store_errors.labels("ingest").inc()
                 raise
+        self._observe(output, late)
         m.spans_received.inc(len(spans))
         m.traces_pending.set(self.assembler.pending_traces)
         if self.forward is not None:
@@ -104,22 +112,36 @@ class IngestPipeline:
         with self._lock:
             output = self.assembler.expire()
             try:
-                self._process(output)
+                late = self._persist(output.records, output.late_feedback)
             except StoreUnavailable:
                 self.assembler.reopen(output)
                 self.metrics.store_errors.labels("expire").inc()
-            self.metrics.traces_pending.set(self.assembler.pending_traces)
+                return
+            finally:
+                self.metrics.traces_pending.set(self.assembler.pending_traces)
+        self._observe(output, late)
 
-    def _process(self, output) -> None:
-        """Persist, then count: metrics only move once the store has what they describe."""
-        late = self._persist(output.records, output.late_feedback)
+    def _observe(self, output, late) -> None:
+        """Count what was persisted: metrics only move once the store has what they describe."""
         self._count_assembly(output)
+        regenerated = self._regenerations(output.records)
         for record in output.records:
-            self.observer.observe(record)
+            self.observer.observe(record, regenerated=record.trace_id in regenerated)
         for record, feedback in late:
             self.observer.observe_feedback(record, feedback)
         if output.records and self.on_records is not None:
             self.on_records(output.records)
+
+    def _regenerations(self, records: list[QueryRecord]) -> set[str]:
+        """Inferred regenerations; the records are stored already, so a store error costs only this count."""
+        if self.regeneration is None or not records:
+            return set()
+        try:
+            return self.regeneration.detect(records)
+        except StoreUnavailable as exc:
+            self.metrics.store_errors.labels("regeneration").inc()
+            log.warning("regeneration windows unavailable, not counted for %d queries: %s", len(records), exc)
+            return set()
 
     # --- persistence ----------------------------------------------------------------------
 

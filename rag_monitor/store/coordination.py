@@ -1,12 +1,14 @@
-"""Cross-replica coordination: lease locks and the releases each service has shipped."""
+"""Cross-replica coordination: lease locks, the releases each service has shipped, session windows."""
 
 from __future__ import annotations
+
+import json
 
 import sqlalchemy as sa
 
 from .engine import Database
 from .models import Release, now_s
-from .schema import locks, releases
+from .schema import locks, releases, session_windows
 
 
 class Locks:
@@ -66,3 +68,39 @@ class Releases:
         with self._db.read() as conn:
             rows = conn.execute(sa.select(releases).order_by(releases.c.first_seen, releases.c.service)).all()
         return [Release(r.service, r.release, r.first_seen) for r in rows]
+
+
+class SessionWindows:
+    """The last query (start time and words) of each session, so a re-ask routed to another
+    replica is still seen as a regeneration."""
+
+    def __init__(self, db: Database):
+        self._db = db
+
+    def swap(self, latest: dict[str, tuple[int, list[str]]], *, now: float | None = None) -> dict[str, tuple[int, list[str]]]:
+        """Store ``session -> (start_ns, words)`` where newer; returns what each session had before."""
+        if not latest:
+            return {}
+        now = now_s() if now is None else now
+        t = session_windows
+        with self._db.write() as conn:
+            select = sa.select(t.c.session_id, t.c.start_ns, t.c.words).where(t.c.session_id.in_(list(latest)))
+            if not self._db.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
+                select = select.with_for_update()
+            previous = {r.session_id: (r.start_ns, json.loads(r.words)) for r in conn.execute(select)}
+            stmt = self._db.insert(t).values([
+                {"session_id": sid, "start_ns": start, "words": json.dumps(words), "seen_at": now}
+                for sid, (start, words) in latest.items()
+            ])
+            # A replica that saw the session's later query first keeps it.
+            conn.execute(stmt.on_conflict_do_update(
+                index_elements=["session_id"],
+                set_={"start_ns": stmt.excluded.start_ns, "words": stmt.excluded.words, "seen_at": stmt.excluded.seen_at},
+                where=stmt.excluded.start_ns >= t.c.start_ns,
+            ))
+        return previous
+
+    def prune(self, before: float) -> int:
+        """Forget sessions last seen before ``before`` (they can no longer regenerate)."""
+        with self._db.write() as conn:
+            return conn.execute(sa.delete(session_windows).where(session_windows.c.seen_at < before)).rowcount

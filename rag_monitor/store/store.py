@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from rag_monitor.record import QueryRecord
 
-from .coordination import Locks, Releases
+from .coordination import Locks, Releases, SessionWindows
 from .drift import DriftRuns, Reservoirs
 from .engine import Database
 from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
@@ -67,6 +67,7 @@ class Store:
         self._runs = DriftRuns(self._db)
         self._locks = Locks(self._db)
         self._releases = Releases(self._db)
+        self._sessions = SessionWindows(self._db)
 
     @property
     def dialect(self) -> str:
@@ -265,6 +266,14 @@ class Store:
 
     def releases(self) -> list[Release]:
         return self._releases.all()
+
+    def swap_session_windows(self, latest: dict[str, tuple[int, list[str]]], *,
+                             now: float | None = None) -> dict[str, tuple[int, list[str]]]:
+        """Each session's last query (start_ns, words), replaced where newer; returns the previous ones."""
+        return self._sessions.swap(latest, now=now)
+
+    def prune_session_windows(self, before: float) -> int:
+        return self._sessions.prune(before)
 
 
 def open_store(url: str, *, migrate: bool = True, **options: Any) -> Store:
