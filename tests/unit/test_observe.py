@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.record import FilterApplied, QueryRecord, StageTiming
+from rag_monitor.store import open_store
 
 
 def record(i: int, **fields) -> QueryRecord:
@@ -39,13 +41,28 @@ def test_stage_names_outside_the_known_set_fold():
     assert registry.get_sample_value("rag_stage_duration_seconds_count", {**labels, "stage": "other"}) == 1
 
 
-def test_inferred_regeneration_needs_same_session_similar_query_within_window():
-    detector = RegenerationDetector(window_s=60, similarity=0.8)
-    assert not detector.is_regeneration(record(0, session_id="s", query="how do I cancel my plan"))
-    assert detector.is_regeneration(record(10, session_id="s", query="How do I cancel my plan?"))
-    assert not detector.is_regeneration(record(20, session_id="s", query="what are your opening hours"))
-    assert not detector.is_regeneration(record(200, session_id="s", query="what are your opening hours"))  # too late
-    assert not detector.is_regeneration(record(201, session_id="other", query="what are your opening hours"))
+@pytest.fixture
+def sqlite_store(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    yield store
+    store.close()
+
+
+def test_inferred_regeneration_needs_same_session_similar_query_within_window(sqlite_store):
+    detector = RegenerationDetector(sqlite_store, window_s=60, similarity=0.8)
+    regenerated = lambda r: r.trace_id in detector.detect([r])  # noqa: E731
+    assert not regenerated(record(0, session_id="s", query="how do I cancel my plan"))
+    assert regenerated(record(10, session_id="s", query="How do I cancel my plan?"))
+    assert not regenerated(record(20, session_id="s", query="what are your opening hours"))
+    assert not regenerated(record(200, session_id="s", query="what are your opening hours"))  # too late
+    assert not regenerated(record(201, session_id="other", query="what are your opening hours"))
+
+
+def test_regeneration_within_one_batch_and_a_resent_query_is_no_reask(sqlite_store):
+    detector = RegenerationDetector(sqlite_store, window_s=60, similarity=0.8)
+    first, again = record(1, session_id="s", query="reset my password"), record(5, session_id="s", query="Reset my password!")
+    assert detector.detect([again, first]) == {again.trace_id}  # ordered by start time, not arrival
+    assert detector.detect([again]) == set()  # an exporter's retry of the same query
 
 
 def test_filter_exclusions_and_unpriced_models():
@@ -59,8 +76,11 @@ def test_filter_exclusions_and_unpriced_models():
     assert obs.observe(record(2, llm_model="known", prompt_tokens=10, llm_calls=1)) == 0.001
 
 
-def test_regeneration_memory_follows_active_sessions():
-    detector = RegenerationDetector(window_s=60, similarity=0.8)
-    for i in range(1000):  # a new session every second
-        detector.is_regeneration(record(i, session_id=f"s{i}", query="hello"))
-    assert len(detector._last) <= 61
+def test_idle_session_windows_are_pruned(sqlite_store):
+    now = [1000.0]
+    detector = RegenerationDetector(sqlite_store, window_s=60, similarity=0.8, clock=lambda: now[0])
+    for i in range(10):
+        sqlite_store.swap_session_windows({f"s{i}": (i, ["hello"])}, now=1000.0 + i * 10)
+    now[0] = 1000.0 + 125  # sessions last seen before 1065 can no longer regenerate
+    assert detector.prune() == 7
+    assert detector.prune() == 0
