@@ -94,12 +94,16 @@ class SpanForwarder:
         convert: Callable[[Sequence[Any]], list] | None = None,
         max_queue: int = 20_000,
         batch_size: int = 512,
+        on_pending: Callable[[], None] = lambda: None,
     ):
         self.exporter = exporter
         self.convert = convert or ReadableSpans()
         self.on_outcome = on_outcome
         self.max_queue = max_queue
         self.batch_size = batch_size
+        self.on_pending = on_pending
+        """Called when spans arrive in an empty queue: the agent wakes the forwarding job, so spans
+        reach Phoenix promptly (before the scorer annotates them) without a thread of our own."""
         self._queue: collections.deque = collections.deque()
         self._queue_lock = threading.Lock()
         self._export_lock = threading.Lock()
@@ -111,12 +115,15 @@ class SpanForwarder:
         if not spans:
             return
         with self._queue_lock:
+            was_empty = not self._queue
             self._queue.extend(spans)
             overflow = len(self._queue) - self.max_queue
             for _ in range(max(0, overflow)):
                 self._queue.popleft()
         if overflow > 0:
             self.on_outcome("dropped", overflow)
+        if was_empty:
+            self.on_pending()
 
     def pending(self) -> int:
         return len(self._queue) + self._in_flight

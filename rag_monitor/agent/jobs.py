@@ -17,12 +17,16 @@ the agent's planes, ``agent.jobs.add(Job(...))`` before ``agent.start()``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from apscheduler.jobstores.base import JobLookupError
 
 from rag_monitor.alerts.metrics import AgentMetrics
 
@@ -51,6 +55,7 @@ class JobScheduler:
         self.holder = holder
         self.max_workers = max_workers
         self.jobs: dict[str, Job] = {}
+        self._running: dict[str, threading.Lock] = {}
         self._scheduler = None
 
     def add(self, job: Job) -> None:
@@ -61,30 +66,46 @@ class JobScheduler:
         if job.lease_s and self.try_lock is None:
             raise ValueError(f"job {job.name!r} needs a lease but the scheduler has no store")
         self.jobs[job.name] = job
+        self._running[job.name] = threading.Lock()
         if self._scheduler is not None:
             self._schedule(job)
 
     def run(self, name: str) -> bool:
         """Run one job now (the scheduler's entry point, and tests'); False when another replica holds its lease."""
         job = self.jobs[name]
-        if job.lease_s and not self.try_lock(f"job:{job.name}", self.holder, job.lease_s):
-            return False
-        started = time.monotonic()
+        running = self._running[name]
+        if not running.acquire(blocking=False):
+            return False  # still running from the last tick: this tick is skipped (coalesced)
         try:
-            job.run()
-        except Exception:  # noqa: BLE001 - one bad run must not stop the schedule
-            self.metrics.job_failures.labels(job.name).inc()
-            log.exception("periodic job %s failed", job.name)
+            if job.lease_s and not self.try_lock(f"job:{job.name}", self.holder, job.lease_s):
+                return False
+            started = time.monotonic()
+            try:
+                job.run()
+            except Exception:  # noqa: BLE001 - one bad run must not stop the schedule
+                self.metrics.job_failures.labels(job.name).inc()
+                log.exception("periodic job %s failed", job.name)
+                return True
+            finally:
+                self.metrics.job_duration.labels(job.name).observe(time.monotonic() - started)
+            self.metrics.job_last_success.labels(job.name).set(time.time())
             return True
         finally:
-            self.metrics.job_duration.labels(job.name).observe(time.monotonic() - started)
-        self.metrics.job_last_success.labels(job.name).set(time.time())
-        return True
+            running.release()
+
+    def wakeup(self, name: str) -> None:
+        """Run a job now rather than at its next tick (e.g. forwarding, when spans arrive in an empty queue)."""
+        from datetime import datetime, timezone
+
+        if self._scheduler is not None and self._scheduler.running:
+            with contextlib.suppress(JobLookupError):
+                self._scheduler.modify_job(name, next_run_time=datetime.now(timezone.utc))
 
     def _schedule(self, job: Job) -> None:
-        # coalesce + one instance: a slow run delays the next instead of piling them up.
+        # A slow run makes the next ticks no-ops (``run`` skips while one runs) instead of piling up;
+        # two instances let that skip happen quietly rather than as APScheduler's warning.
         self._scheduler.add_job(functools.partial(self.run, job.name), "interval", seconds=job.interval_s,
-                                id=job.name, name=job.name, coalesce=True, max_instances=1,
+                                id=job.name, name=job.name, coalesce=True, max_instances=2,
                                 misfire_grace_time=None)
 
     def start(self) -> None:

@@ -175,6 +175,7 @@ class Agent:
                 convert=ReadableSpans(project=s.phoenix_project),
                 on_outcome=lambda outcome, n: self.metrics.forwarded_spans.labels(outcome).inc(n),
                 max_queue=s.forward_queue_spans,
+                on_pending=lambda: self.jobs.wakeup("forwarding"),
             )
         self.pipeline = IngestPipeline(
             store=self.store,
