@@ -291,6 +291,8 @@ class Agent:
 
     def start(self, timeout_s: float = 60.0) -> None:
         """Serve in a background thread; returns once both servers accept connections."""
+        # The servers' event loop, off the caller's thread (tests, the demo): the only thread the
+        # agent starts itself; periodic work runs on the JobScheduler's APScheduler.
         self._thread = threading.Thread(target=lambda: asyncio.run(self.serve()), name="rag-monitor-agent", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout_s
