@@ -60,6 +60,7 @@ def main() -> None:
     n_spans = 1600
     with tempfile.TemporaryDirectory() as data_dir:
         agent = Agent(load_settings(overrides={"data_dir": data_dir, "detector_profiles": "", "hhem_model_path": ""}, environ={}))
+        agent.open()  # store, migrations, models and the planes; no servers, no jobs
         ingest(agent, rounds[0])  # warm-up: SQLite pages, label children, code paths
         base, ours, paired = [], [], []
         for i in range(args.repeats):
@@ -87,7 +88,7 @@ def main() -> None:
         rss_end, traced_end = rss_mb(), tracemalloc.get_traced_memory()[0] / 2**20
         tracemalloc.stop()
         records = agent.store.recent_count()
-        agent.store.close()
+        agent.close()
 
     result = {
         "spans_per_round": n_spans,

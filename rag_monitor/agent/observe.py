@@ -65,6 +65,35 @@ class RegenerationDetector:
         return self.store.prune_session_windows(self.clock() - self.window_s)
 
 
+class _CachedLabels:
+    """``metric.labels(*values)`` memoised: prometheus_client validates and locks on every call,
+    several times per query. Label values are folded to bounded sets, so the cache is bounded."""
+
+    __slots__ = ("_metric", "_children")
+
+    def __init__(self, metric):
+        self._metric = metric
+        self._children: dict[tuple, object] = {}
+
+    def labels(self, *values: str):
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
+class _MetricChildren:
+    """``AgentMetrics`` with every family's ``labels`` memoised (see ``_CachedLabels``)."""
+
+    def __init__(self, metrics: AgentMetrics):
+        self._metrics = metrics
+
+    def __getattr__(self, name: str) -> _CachedLabels:
+        cached = _CachedLabels(getattr(self._metrics, name))
+        setattr(self, name, cached)
+        return cached
+
+
 class QueryObserver:
     """Updates the query metrics from one record; the ingest pipeline calls ``observe``."""
 
@@ -78,6 +107,7 @@ class QueryObserver:
         clock=time.time,
     ):
         self.metrics = metrics
+        self._children = _MetricChildren(metrics)
         self.cost_of = cost_of
         """``cost_of(model, prompt_tokens, completion_tokens) -> float | None`` (the price table)."""
         self.intent = LabelFolder(top_intents)
@@ -110,7 +140,7 @@ class QueryObserver:
 
     def observe(self, record: QueryRecord, regenerated: bool = False) -> float | None:
         """Update every query metric from ``record`` (``regenerated``: the detector's verdict); returns its cost in USD when priced."""
-        m = self.metrics
+        m = self._children
         release, variant = self.labels_of(record)
         m.queries.labels(release, variant, self.intent(record.intent), self.tenant(record.tenant)).inc()
         m.query_duration.labels(release, variant).observe(record.duration_s)
@@ -155,6 +185,6 @@ class QueryObserver:
         """Count a feedback event; ``record`` gives its labels when the query is known."""
         release, variant = self.labels_of(record) if record else ("unknown", "unknown")
         kind = self.feedback_kind(feedback.kind)
-        self.metrics.feedback.labels(release, variant, kind).inc()
+        self._children.feedback.labels(release, variant, kind).inc()
         if feedback.kind == semconv.FEEDBACK_REGENERATE:
-            self.metrics.regenerations.labels(release, variant, "explicit").inc()
+            self._children.regenerations.labels(release, variant, "explicit").inc()

@@ -76,28 +76,31 @@ class SessionWindows:
 
     def __init__(self, db: Database):
         self._db = db
+        t = session_windows
+        # Built once: SQLAlchemy caches their compiled form (the batch size varies per request).
+        select = sa.select(t.c.session_id, t.c.start_ns, t.c.words).where(
+            t.c.session_id.in_(sa.bindparam("ids", expanding=True)))
+        # SQLite's BEGIN IMMEDIATE already serialises writers; PostgreSQL locks the rows it reads.
+        self._select = select if db.is_sqlite else select.with_for_update()
+        upsert = db.insert(t)
+        # A replica that saw the session's later query first keeps it.
+        self._upsert = upsert.on_conflict_do_update(
+            index_elements=["session_id"],
+            set_={"start_ns": upsert.excluded.start_ns, "words": upsert.excluded.words, "seen_at": upsert.excluded.seen_at},
+            where=upsert.excluded.start_ns >= t.c.start_ns,
+        )
 
     def swap(self, latest: dict[str, tuple[int, list[str]]], *, now: float | None = None) -> dict[str, tuple[int, list[str]]]:
         """Store ``session -> (start_ns, words)`` where newer; returns what each session had before."""
         if not latest:
             return {}
         now = now_s() if now is None else now
-        t = session_windows
+        rows = [{"session_id": sid, "start_ns": start, "words": json.dumps(words), "seen_at": now}
+                for sid, (start, words) in latest.items()]
         with self._db.write() as conn:
-            select = sa.select(t.c.session_id, t.c.start_ns, t.c.words).where(t.c.session_id.in_(list(latest)))
-            if not self._db.is_sqlite:  # SQLite's BEGIN IMMEDIATE already serialises writers
-                select = select.with_for_update()
-            previous = {r.session_id: (r.start_ns, json.loads(r.words)) for r in conn.execute(select)}
-            stmt = self._db.insert(t).values([
-                {"session_id": sid, "start_ns": start, "words": json.dumps(words), "seen_at": now}
-                for sid, (start, words) in latest.items()
-            ])
-            # A replica that saw the session's later query first keeps it.
-            conn.execute(stmt.on_conflict_do_update(
-                index_elements=["session_id"],
-                set_={"start_ns": stmt.excluded.start_ns, "words": stmt.excluded.words, "seen_at": stmt.excluded.seen_at},
-                where=stmt.excluded.start_ns >= t.c.start_ns,
-            ))
+            previous = {r.session_id: (r.start_ns, json.loads(r.words))
+                        for r in conn.execute(self._select, {"ids": list(latest)})}
+            conn.execute(self._upsert, rows)  # executemany of one cached statement
         return previous
 
     def prune(self, before: float) -> int:
