@@ -65,6 +65,7 @@ class AgentSettings:
     top_releases: int = _setting(10, "Releases kept as label values (most recent first seen); older ones fold into `other`.")
     regeneration_window_s: float = _setting(120.0, "A near-duplicate query from the same session within this window counts as an inferred regeneration.")
     regeneration_similarity: float = _setting(0.8, "Token Jaccard similarity at or above which two queries are near-duplicates.")
+    regeneration_check_interval_s: float = _setting(1.0, "How often received queries are checked against the sessions' previous queries (in the store) for inferred regenerations.")
 
     # --- sampling and review ---
     sampling_config: str = _setting("detectors/sampling.yaml", "Base rate and strata of the review sampler.")

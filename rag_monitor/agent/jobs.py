@@ -132,6 +132,8 @@ def agent_jobs(agent: Agent) -> list[Job]:
     jobs = [
         # Pending traces live in this process: every replica expires its own.
         Job("expiry", agent.pipeline.expire, expiry_s),
+        # Every replica checks the queries it received against the shared session windows.
+        Job("regeneration", agent.regeneration.tick, s.regeneration_check_interval_s),
         # Store-wide clean-up: one replica is enough.
         Job("store_pruning", agent.prune_store, s.prune_interval_s, lease_s=max(30.0, 3 * s.prune_interval_s)),
         # ScoringLoop takes its own (fenced) scoring lease inside the tick.

@@ -8,7 +8,11 @@ the series count.
 from __future__ import annotations
 
 import re
+import threading
 import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from rag_monitor import semconv
 from rag_monitor.alerts.metrics import OTHER, AgentMetrics, LabelFolder
@@ -31,38 +35,86 @@ class RegenerationDetector:
     """Infers regenerations: the same session re-asks a near-duplicate query within a window.
 
     Each session's last query lives in the shared store (``session_windows``), so a re-ask that
-    the gateway routes to another replica still counts. One read and one upsert per ingest batch;
-    sessions silent for longer than the window are pruned by the ``store_pruning`` job.
+    the gateway routes to another replica still counts. Off the request path: ingest ``offer``s
+    the queries (an O(1) append to a bounded queue) and the ``regeneration`` job checks them in
+    one store transaction per tick, then counts each re-ask through ``on_regeneration``. Queries
+    that overflow the queue, or that meet an unavailable store, are counted unchecked.
     """
 
-    def __init__(self, store, window_s: float, similarity: float, clock=time.time):
+    def __init__(self, store, window_s: float, similarity: float, *,
+                 on_regeneration: Callable[[str, str], None] = lambda release, variant: None,
+                 on_unchecked: Callable[[int], None] = lambda n: None,
+                 max_queue: int = 20_000, clock=time.time):
         self.store = store
         self.window_s = window_s
         self.window_ns = int(window_s * 1e9)
         self.similarity = similarity
+        self.on_regeneration = on_regeneration
+        self.on_unchecked = on_unchecked
+        self._queue: deque[_Asked] = deque()
+        self.max_queue = max_queue
+        self._lock = threading.Lock()
         self.clock = clock
 
-    def detect(self, records: list[QueryRecord]) -> set[str]:
-        """Trace ids of the records that re-ask their session's previous query."""
-        asked = sorted((r for r in records if r.session_id and r.query), key=lambda r: r.start_ns)
+    def offer(self, records: list[QueryRecord], labels_of: Callable[[QueryRecord], tuple[str, str]]) -> None:
+        asked = [_Asked(r.trace_id, r.session_id, r.start_ns, r.query, *labels_of(r))
+                 for r in records if r.session_id and r.query]
         if not asked:
-            return set()
-        words = {r.trace_id: _tokens(r.query) for r in asked}
-        latest = {r.session_id: (r.start_ns, sorted(words[r.trace_id])) for r in asked}
+            return
+        with self._lock:
+            self._queue.extend(asked)
+            overflow = len(self._queue) - self.max_queue
+            for _ in range(max(0, overflow)):
+                self._queue.popleft()
+        if overflow > 0:
+            self.on_unchecked(overflow)
+
+    def tick(self) -> int:
+        """Check the queued queries (the ``regeneration`` job); returns how many were re-asks."""
+        with self._lock:
+            batch, self._queue = list(self._queue), deque()
+        if not batch:
+            return 0
+        try:
+            found = self.detect(batch)
+        except Exception:
+            self.on_unchecked(len(batch))
+            raise
+        for asked in found:
+            self.on_regeneration(asked.release, asked.variant)
+        return len(found)
+
+    def detect(self, asked: list[_Asked]) -> list[_Asked]:
+        """The queries that re-ask their session's previous query (one store transaction)."""
+        asked = sorted(asked, key=lambda a: a.start_ns)
+        words = {a.trace_id: _tokens(a.query) for a in asked}
+        latest = {a.session_id: (a.start_ns, sorted(words[a.trace_id])) for a in asked}
         before = {sid: (start, frozenset(w)) for sid, (start, w) in self.store.swap_session_windows(latest).items()}
-        found = set()
-        for r in asked:
-            previous = before.get(r.session_id)
+        found = []
+        for a in asked:
+            previous = before.get(a.session_id)
             # start > previous start: a re-sent copy of the same query (an exporter's retry) is no re-ask.
-            if previous is not None and 0 < r.start_ns - previous[0] <= self.window_ns \
-                    and jaccard(words[r.trace_id], previous[1]) >= self.similarity:
-                found.add(r.trace_id)
-            if previous is None or r.start_ns >= previous[0]:
-                before[r.session_id] = (r.start_ns, words[r.trace_id])
+            if previous is not None and 0 < a.start_ns - previous[0] <= self.window_ns \
+                    and jaccard(words[a.trace_id], previous[1]) >= self.similarity:
+                found.append(a)
+            if previous is None or a.start_ns >= previous[0]:
+                before[a.session_id] = (a.start_ns, words[a.trace_id])
         return found
 
     def prune(self) -> int:
         return self.store.prune_session_windows(self.clock() - self.window_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What the detector needs of a query: small, so the queue holds no documents."""
+
+    trace_id: str
+    session_id: str
+    start_ns: int
+    query: str
+    release: str
+    variant: str
 
 
 class _CachedLabels:
@@ -138,8 +190,8 @@ class QueryObserver:
     def known_release(self, service: str, release: str) -> bool:
         return (service or "unknown", release) in self._first_seen
 
-    def observe(self, record: QueryRecord, regenerated: bool = False) -> float | None:
-        """Update every query metric from ``record`` (``regenerated``: the detector's verdict); returns its cost in USD when priced."""
+    def observe(self, record: QueryRecord) -> float | None:
+        """Update every query metric from ``record``; returns its cost in USD when priced."""
         m = self._children
         release, variant = self.labels_of(record)
         m.queries.labels(release, variant, self.intent(record.intent), self.tenant(record.tenant)).inc()
@@ -175,11 +227,13 @@ class QueryObserver:
             if applied.excluded_ids:
                 m.filter_exclusions.labels(release, variant, kind, "removed_topk").inc()
 
-        if regenerated:
-            m.regenerations.labels(release, variant, "inferred").inc()
         for feedback in record.feedback:
             self.observe_feedback(record, feedback)
         return cost
+
+    def count_regeneration(self, release: str, variant: str) -> None:
+        """An inferred regeneration (the detector's verdict, labels as the query had them)."""
+        self._children.regenerations.labels(release, variant, "inferred").inc()
 
     def observe_feedback(self, record: QueryRecord | None, feedback: Feedback) -> None:
         """Count a feedback event; ``record`` gives its labels when the query is known."""

@@ -11,7 +11,6 @@ instead of being counted as late spans.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import Counter
@@ -27,8 +26,6 @@ from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.record import Feedback, QueryRecord
 from rag_monitor.review.sampler import Sampler
 from rag_monitor.store import FeedbackEvent, Store, StoreUnavailable
-
-log = logging.getLogger(__name__)
 
 @dataclass
 class IngestResult:
@@ -69,8 +66,9 @@ class IngestPipeline:
         """Called with every batch of kept records (the drift feed's O(1) offer)."""
         self.clock = clock
         # The assembler's pending state and the store write move together (a failed write hands the
-        # traces back): one request at a time in there. Decoding, redaction, metrics, regeneration
-        # (in the store) and forwarding run outside it, concurrently.
+        # traces back): one request at a time in there. Decoding, redaction, metrics and the O(1)
+        # hand-offs to regeneration, drift and forwarding (their store and network work runs on
+        # the scheduler's jobs) happen outside it, concurrently.
         self._lock = threading.Lock()
 
     # --- the request path -----------------------------------------------------------------
@@ -124,24 +122,14 @@ class IngestPipeline:
     def _observe(self, output, late) -> None:
         """Count what was persisted: metrics only move once the store has what they describe."""
         self._count_assembly(output)
-        regenerated = self._regenerations(output.records)
         for record in output.records:
-            self.observer.observe(record, regenerated=record.trace_id in regenerated)
+            self.observer.observe(record)
+        if self.regeneration is not None:
+            self.regeneration.offer(output.records, self.observer.labels_of)
         for record, feedback in late:
             self.observer.observe_feedback(record, feedback)
         if output.records and self.on_records is not None:
             self.on_records(output.records)
-
-    def _regenerations(self, records: list[QueryRecord]) -> set[str]:
-        """Inferred regenerations; the records are stored already, so a store error costs only this count."""
-        if self.regeneration is None or not records:
-            return set()
-        try:
-            return self.regeneration.detect(records)
-        except StoreUnavailable as exc:
-            self.metrics.store_errors.labels("regeneration").inc()
-            log.warning("regeneration windows unavailable, not counted for %d queries: %s", len(records), exc)
-            return set()
 
     # --- persistence ----------------------------------------------------------------------
 

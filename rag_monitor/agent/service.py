@@ -166,7 +166,11 @@ class Agent:
             self.metrics, self.prices.cost,
             top_intents=s.top_intents, top_tenants=s.top_tenants, top_releases=s.top_releases,
         )
-        self.regeneration = RegenerationDetector(self.store, s.regeneration_window_s, s.regeneration_similarity)
+        self.regeneration = RegenerationDetector(
+            self.store, s.regeneration_window_s, s.regeneration_similarity,
+            on_regeneration=self.observer.count_regeneration,
+            on_unchecked=lambda n: self.metrics.regeneration_unchecked.inc(n),
+        )
         for release in self.store.releases():
             self.observer.note_release(release.service, release.release, release.first_seen)
         if s.phoenix_url:

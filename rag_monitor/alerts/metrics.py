@@ -90,6 +90,7 @@ class AgentMetrics:
         # --- user feedback ---
         self.feedback = Counter("rag_feedback_total", "User feedback events by kind.", [*rv, "kind"], registry=r)
         self.regenerations = Counter("rag_regenerations_total", "Regenerations: explicit events and inferred near-duplicate re-asks.", [*rv, "source"], registry=r)
+        self.regeneration_unchecked = Counter("rag_agent_regeneration_unchecked_total", "Queries not checked for an inferred regeneration (check queue full, or the store unavailable).", registry=r)
 
         # --- filters ---
         self.filtered_queries = Counter("rag_filter_queries_total", "Queries that applied a filter, by filter kind.", [*rv, "filter_kind"], registry=r)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 import urllib.parse
 import urllib.request
 
@@ -137,5 +138,7 @@ def test_a_reask_routed_to_the_other_replica_counts_as_a_regeneration(start_agen
     finally:
         for monitor in monitors:
             monitor.shutdown()
-    inferred = [r.metric_sum("rag_regenerations_total", source="inferred") for r in replicas]
-    assert inferred == [0, 1]  # the second replica saw the first one's query in the store
+    inferred = lambda: [r.metric_sum("rag_regenerations_total", source="inferred") for r in replicas]  # noqa: E731
+    wait_until(lambda: inferred() == [0, 1], timeout=10, what="the second replica to see the first one's query")
+    time.sleep(1.5)  # and nothing more after the next ticks
+    assert inferred() == [0, 1]

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.record import FilterApplied, QueryRecord, StageTiming
-from rag_monitor.store import open_store
+from rag_monitor.store import StoreUnavailable, open_store
 
 
 def record(i: int, **fields) -> QueryRecord:
@@ -48,21 +48,51 @@ def sqlite_store(tmp_path):
     store.close()
 
 
+def detector_counting(store, **kwargs):
+    counted: list[tuple[str, str]] = []
+    unchecked = [0]
+    detector = RegenerationDetector(store, on_regeneration=lambda *labels: counted.append(labels),
+                                    on_unchecked=lambda n: unchecked.__setitem__(0, unchecked[0] + n), **kwargs)
+    labels_of = lambda r: (r.release, r.variant)  # noqa: E731
+    return detector, counted, unchecked, labels_of
+
+
 def test_inferred_regeneration_needs_same_session_similar_query_within_window(sqlite_store):
-    detector = RegenerationDetector(sqlite_store, window_s=60, similarity=0.8)
-    regenerated = lambda r: r.trace_id in detector.detect([r])  # noqa: E731
+    detector, counted, _, labels_of = detector_counting(sqlite_store, window_s=60, similarity=0.8)
+
+    def regenerated(r) -> bool:
+        detector.offer([r], labels_of)
+        return detector.tick() == 1
+
     assert not regenerated(record(0, session_id="s", query="how do I cancel my plan"))
     assert regenerated(record(10, session_id="s", query="How do I cancel my plan?"))
     assert not regenerated(record(20, session_id="s", query="what are your opening hours"))
     assert not regenerated(record(200, session_id="s", query="what are your opening hours"))  # too late
     assert not regenerated(record(201, session_id="other", query="what are your opening hours"))
+    assert counted == [("r1", "production")]
 
 
 def test_regeneration_within_one_batch_and_a_resent_query_is_no_reask(sqlite_store):
-    detector = RegenerationDetector(sqlite_store, window_s=60, similarity=0.8)
+    detector, counted, _, labels_of = detector_counting(sqlite_store, window_s=60, similarity=0.8)
     first, again = record(1, session_id="s", query="reset my password"), record(5, session_id="s", query="Reset my password!")
-    assert detector.detect([again, first]) == {again.trace_id}  # ordered by start time, not arrival
-    assert detector.detect([again]) == set()  # an exporter's retry of the same query
+    detector.offer([again, first], labels_of)
+    assert detector.tick() == 1  # ordered by start time, not arrival
+    detector.offer([again], labels_of)
+    assert detector.tick() == 0  # an exporter's retry of the same query
+
+
+class UnavailableStore:
+    def swap_session_windows(self, latest):
+        raise StoreUnavailable("database is locked")
+
+
+def test_regeneration_checks_are_bounded_and_what_is_dropped_or_unchecked_is_counted():
+    detector, _, unchecked, labels_of = detector_counting(UnavailableStore(), window_s=60, similarity=0.8, max_queue=3)
+    detector.offer([record(i, session_id=f"s{i}", query="hello") for i in range(5)], labels_of)
+    assert unchecked == [2]  # the oldest two fell off the bounded queue
+    with pytest.raises(StoreUnavailable):  # the job logs it and counts a failed run
+        detector.tick()
+    assert unchecked == [5]
 
 
 def test_filter_exclusions_and_unpriced_models():
