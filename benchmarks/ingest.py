@@ -2,7 +2,8 @@
 
 Ingest = ``IngestPipeline.ingest``: decode, redact every span, assemble traces into records,
 write the recent records (and sampled review items) to SQLite, update the Prometheus metrics,
-offer the records to the drift feed. Baseline = protobuf parse and every span's attributes read
+offer the records to the drift feed and the regeneration check; plus, once per round, that
+check's job (the sessions' previous queries in SQLite), which runs off the request path. Baseline = protobuf parse and every span's attributes read
 into Python dicts (the least any Python receiver must do), on the same payloads. DESIGN.md's
 budget: ingest at no less than 25% of the baseline rate.
 
@@ -47,6 +48,7 @@ def ingest(agent: Agent, payloads: list[bytes]) -> int:
     spans = 0
     for body in payloads:
         spans += agent.pipeline.ingest(body, "application/x-protobuf").accepted_spans
+    agent.regeneration.tick()  # the regeneration job's store check of these queries (off the request path)
     return spans
 
 
