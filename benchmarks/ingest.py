@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -100,6 +101,9 @@ def main() -> None:
         "ratio": statistics.median(ours) / statistics.median(base),
         "paired_ratio_median": statistics.median(paired),
         "budget_ratio": 0.25,
+        "target_ratio": 0.5,
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "cpu_count": os.cpu_count(),
         "sustained": {
             "spans": (args.sustain - 1) * n_spans,
             "spans_per_s": sustained_rate,
