@@ -9,7 +9,7 @@ TOOLS := .tools
 TORCH := torch==2.13.0
 EXTRAS := agent,embeddings,hhem,phoenix,postgres,dev
 
-.PHONY: test demo venv system-deps tools bench clean helm-sync alerts-generate
+.PHONY: test demo venv system-deps tools bench clean helm-sync defaults-sync alerts-generate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,11 @@ clean:
 # outside the chart) and a values schema generated from rag_monitor/settings.py.
 helm-sync: $(STAMP)
 	$(PY) helm/sync_files.py
+
+# The package ships copies of collectors/*.yaml and detectors/*.yaml as the agent's defaults
+# (an installed agent started from any directory has them).
+defaults-sync:
+	$(PY) rag_monitor/defaults/sync.py
 
 # Alert rule files are generated from alerts/thresholds.yaml.
 alerts-generate: $(STAMP)

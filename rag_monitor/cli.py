@@ -103,12 +103,14 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _drift_report(args: argparse.Namespace) -> int:
+    from rag_monitor.config_files import load_config
     from rag_monitor.detectors.profiles import load_profiles
     from rag_monitor.detectors.report import write_report
 
     settings, store = _open_store(args)
     try:
-        index = write_report(store, load_profiles(settings.detector_profiles), args.out, phoenix_url=settings.phoenix_url or None)
+        profiles = load_config("detector_profiles", settings.detector_profiles, load_profiles, list)
+        index = write_report(store, profiles, args.out, phoenix_url=settings.phoenix_url or None)
     finally:
         store.close()
     print(f"drift report: {index}")

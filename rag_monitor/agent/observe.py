@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from rag_monitor import semconv
 from rag_monitor.alerts.metrics import OTHER, AgentMetrics, LabelFolder
-from rag_monitor.record import Feedback, QueryRecord
+from rag_monitor.record import Feedback, ModelCall, QueryRecord
 
 _WORD = re.compile(r"\w+")
 
@@ -58,7 +58,8 @@ class RegenerationDetector:
 
     def offer(self, records: list[QueryRecord], labels_of: Callable[[QueryRecord], tuple[str, str]]) -> None:
         asked = [_Asked(r.trace_id, r.session_id, r.start_ns, r.query, *labels_of(r))
-                 for r in records if r.session_id and r.query]
+                 for r in records
+                 if r.session_id and r.query and "query" not in r.hidden]  # hidden: nothing to compare
         if not asked:
             return
         with self._lock:
@@ -161,7 +162,7 @@ class QueryObserver:
         self.metrics = metrics
         self._children = _MetricChildren(metrics)
         self.cost_of = cost_of
-        """``cost_of(model, prompt_tokens, completion_tokens) -> float | None`` (the price table)."""
+        """``cost_of(call: ModelCall) -> float | None``: one call at its model's price (``PriceTable.call_cost``)."""
         self.intent = LabelFolder(top_intents)
         self.tenant = LabelFolder(top_tenants)
         self.release = LabelFolder(top_releases)
@@ -205,19 +206,7 @@ class QueryObserver:
         if record.time_to_first_token_s is not None:
             m.time_to_first_token.labels(release, variant).observe(record.time_to_first_token_s)
 
-        cost = None
-        if record.llm_calls or record.total_tokens:
-            model = self.model(record.llm_model)
-            if record.prompt_tokens:
-                m.tokens.labels(release, variant, "prompt", model).inc(record.prompt_tokens)
-            if record.completion_tokens:
-                m.tokens.labels(release, variant, "completion", model).inc(record.completion_tokens)
-            cost = self.cost_of(record.llm_model, record.prompt_tokens, record.completion_tokens)
-            if cost is None:
-                m.unpriced.labels(model).inc()
-            else:
-                m.query_cost.labels(release, variant).observe(cost)
-                m.cost.labels(release, variant, model).inc(cost)
+        cost = self._observe_calls(record, release, variant)
 
         for applied in record.filters:
             kind = self.filter_kind(applied.kind)
@@ -234,6 +223,34 @@ class QueryObserver:
     def count_regeneration(self, release: str, variant: str) -> None:
         """An inferred regeneration (the detector's verdict, labels as the query had them)."""
         self._children.regenerations.labels(release, variant, "inferred").inc()
+
+    def _observe_calls(self, record: QueryRecord, release: str, variant: str) -> float | None:
+        """Tokens and cost of every model call under the call's own model; the query's cost is
+        their sum, observed when every call with tokens is priced."""
+        m = self._children
+        calls = record.model_calls
+        if not calls and (record.llm_calls or record.total_tokens):  # a record made before model_calls
+            calls = [ModelCall("llm", record.llm_model, record.prompt_tokens, record.completion_tokens)]
+        total, priced, unpriced = 0.0, 0, set()
+        for call in calls:
+            model = self.model(call.model)
+            for kind, n in (("prompt", call.input_tokens), ("completion", call.output_tokens), ("cached_prompt", call.cached_input_tokens)):
+                if n:
+                    m.tokens.labels(release, variant, kind, model).inc(n)
+            if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
+                continue  # an embedding without token counts: nothing to price
+            cost = self.cost_of(call)
+            if cost is None:
+                unpriced.add(model)
+            else:
+                total, priced = total + cost, priced + 1
+                m.cost.labels(release, variant, model).inc(cost)
+        for model in unpriced:
+            m.unpriced.labels(model).inc()
+        if not priced or unpriced:
+            return None
+        m.query_cost.labels(release, variant).observe(total)
+        return total
 
     def observe_feedback(self, record: QueryRecord | None, feedback: Feedback) -> None:
         """Count a feedback event; ``record`` gives its labels when the query is known."""

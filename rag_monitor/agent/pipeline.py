@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -79,9 +78,7 @@ class IngestPipeline:
         decoded = decode_export_request(body, content_type, content_encoding, limits=self.limits)
         self._count_decode(decoded)
         spans = decoded.spans
-        redactions: Counter[str] = Counter()
-        for span in spans:
-            redactions.update(self.redactor.redact_span(span))
+        redactions = self.redactor.redact_spans(spans)  # before anything is stored or forwarded
         for kind, n in redactions.items():
             m.pii_redactions.labels(kind).inc(n)
 
@@ -98,8 +95,11 @@ class IngestPipeline:
         m.traces_pending.set(self.assembler.pending_traces)
         if self.forward is not None:
             self.forward(spans)
+        too_large = output.dropped_spans.get("trace_too_large", 0)
+        if too_large:  # the exporter learns what was not kept (OTLP partial success)
+            decoded.reject(f"trace over max_spans_per_trace ({self.assembler.max_spans_per_trace} spans)", too_large)
         return IngestResult(
-            accepted_spans=len(spans),
+            accepted_spans=len(spans) - too_large,
             rejected_spans=decoded.rejected_spans,
             error_message=decoded.error_message or "",
             records=len(output.records),
@@ -194,3 +194,5 @@ class IngestPipeline:
             m.traces_dropped.labels(reason).inc(n)
         if output.rejected_embeddings:
             m.embeddings_rejected.labels("wrong_dimension").inc(output.rejected_embeddings)
+        if output.partial_traces:
+            m.traces_partial.inc(output.partial_traces)

@@ -42,7 +42,9 @@ from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import TraceAssembler
 from rag_monitor.collectors.config import IngestLimits
 from rag_monitor.collectors.pricing import PriceTable
+from rag_monitor.collectors.pseudonyms import load_pseudonym_key
 from rag_monitor.collectors.redaction import Redactor
+from rag_monitor.config_files import config_path, load_config
 from rag_monitor.detectors.faithfulness import load_scorer
 from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
@@ -55,12 +57,6 @@ from rag_monitor.settings import AgentSettings
 from rag_monitor.store import StoreUnavailable, open_store
 
 log = logging.getLogger(__name__)
-
-
-def _config_path(path: str) -> Path | None:
-    """A config file path relative to the working directory, or None when absent (defaults apply)."""
-    p = Path(path)
-    return p if path and p.exists() else None
 
 
 class Agent:
@@ -137,8 +133,7 @@ class Agent:
 
     def _build_drift(self) -> None:
         s = self.settings
-        profiles_file = _config_path(s.detector_profiles)
-        self.profiles = load_profiles(profiles_file) if profiles_file else []
+        self.profiles = load_config("detector_profiles", s.detector_profiles, load_profiles, list)
         self.drift_feed = DriftFeed(
             self.store, self.profiles,
             embedder=SentenceEmbedder(s.embedding_model, threads=s.torch_threads),
@@ -154,16 +149,22 @@ class Agent:
             for name in ("max_body_bytes", "max_attribute_chars", "max_pending_traces", "root_timeout_s")
             if (value := getattr(s, name))
         }
-        ingest_file = _config_path(s.ingest_config)
-        self.limits = IngestLimits.load(ingest_file, **overrides) if ingest_file else IngestLimits(**overrides)
-        prices_file = _config_path(s.price_table)
-        self.prices = PriceTable.load(prices_file) if prices_file else PriceTable([])
-        rules_file = _config_path(s.redaction_rules)
-        self.redactor = Redactor.load(rules_file) if rules_file else Redactor()
-        sampling_file = _config_path(s.sampling_config)
-        self.sampler = Sampler(SamplingConfig.load(sampling_file) if sampling_file else SamplingConfig())
+        self.limits = load_config("ingest_config", s.ingest_config, lambda p: IngestLimits.load(p, **overrides),
+                                  lambda: IngestLimits(**overrides))
+        self.prices = load_config("price_table", s.price_table, PriceTable.load, lambda: PriceTable([]))
+        key = load_pseudonym_key(s.pseudonym_key, s.data_dir)
+        if not s.pseudonym_key and s.store_url:
+            log.warning("pseudonym_key is not set: replicas sharing this store will pseudonymise the same "
+                        "identifier differently (each keeps its own key in its data_dir); set the same key on all")
+        self.redactor = load_config("redaction_rules", s.redaction_rules, lambda p: Redactor.load(p, pseudonym_key=key),
+                                    lambda: Redactor(pseudonym_key=key))
+        self.sampler = Sampler(load_config("sampling_config", s.sampling_config, SamplingConfig.load, SamplingConfig))
+        log.info("config: ingest %s, prices %s (%d models), redaction %s, sampling %s, drift profiles %s",
+                 *(config_path(name, getattr(s, name)) for name in ("ingest_config", "price_table")), len(self.prices.prices),
+                 *(config_path(name, getattr(s, name)) for name in ("redaction_rules", "sampling_config")),
+                 [p.name for p in self.profiles] or "none")
         self.observer = QueryObserver(
-            self.metrics, self.prices.cost,
+            self.metrics, self.prices.call_cost,
             top_intents=s.top_intents, top_tenants=s.top_tenants, top_releases=s.top_releases,
         )
         self.regeneration = RegenerationDetector(

@@ -2,9 +2,9 @@
 
     limits = IngestLimits.load("collectors/ingest.yaml")
     result = decode_export_request(body, content_type, content_encoding, limits=limits)
-    redactor.redact_span(span) for each span                  # before storing or forwarding
+    redactor.redact_spans(result.spans)                       # before storing or forwarding
     out = assembler.add(result.spans)                         # records of finished queries
-    redactor.redact_record(record); prices.cost(record.llm_model, ...)
+    prices.call_cost(call) for call in record.model_calls     # each call at its own model's price
 
 No metrics library, web framework or database here: every function returns its counts and the
 agent turns them into metrics.

@@ -12,7 +12,13 @@ parent, or the SDK's ``rag.query`` span whatever its parent (an upstream service
 propagated its context into the app). An OpenInference or GenAI root with a remote parent
 cannot be told from an inner span whose parent is still in flight, so such a trace waits
 for ``root_timeout_s`` and is then assembled from its topmost span (``expire`` counts it in
-``assembled_without_root``); a trace with nothing RAG-shaped in it is dropped and counted.
+``assembled_without_root``) when that span stands for a query (a chain, an agent). When it is
+one of the query's stages (a retrieval, an LLM call), or an SDK trace lacks ``rag.query``, the
+root was lost: the trace is not a query and is counted in ``partial_traces``, never with a
+stage's latency as the query's. A trace with nothing RAG-shaped in it is dropped and counted.
+
+An embedding model's dimension is the most common among its recent vectors (ties: the most
+recent), so one truncated vector is rejected and counted, and never fixes the dimension.
 """
 
 from __future__ import annotations
@@ -20,13 +26,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rag_monitor import semconv as sc
 from rag_monitor.collectors.config import IngestLimits
-from rag_monitor.collectors.dialects import DEFAULT_SETTINGS, DialectSettings, build_record, feedback_from_span, is_feedback_span
+from rag_monitor.collectors.dialects import (
+    DEFAULT_SETTINGS,
+    DialectSettings,
+    build_record,
+    feedback_from_span,
+    is_feedback_span,
+    lost_root,
+)
 from rag_monitor.collectors.otlp import Span
 from rag_monitor.record import Feedback, QueryRecord
 
@@ -36,8 +49,9 @@ log = logging.getLogger(__name__)
 
 _VECTOR_PREFIX = sc.EMBEDDING_EMBEDDINGS + "."
 _VECTOR_SUFFIX = "." + sc.EMBEDDING_VECTOR
-_MAX_EMBEDDING_MODELS = 1024
-_DEFAULTS = IngestLimits()  # bound on the first-seen dimension table
+_MAX_EMBEDDING_MODELS = 1024  # bound on the dimension table
+_DIMENSION_WINDOW = 32  # recent vectors per model that vote on its dimension
+_DEFAULTS = IngestLimits()
 
 
 @dataclass(slots=True)
@@ -61,8 +75,10 @@ class AssemblyOutput:
     dropped_traces: Counter[str] = field(default_factory=Counter)
     """Traces lost by reason: ``evicted``, ``root_timeout``, ``not_rag``, ``assembly_error``."""
     rejected_embeddings: int = 0
-    """Vectors whose dimension differed from the first seen for their model."""
+    """Vectors whose dimension differed from the one their model's recent vectors agree on."""
     assembled_without_root: int = 0
+    partial_traces: int = 0
+    """Traces whose root never arrived: not queries, no record."""
     spans_by_trace: dict[str, list[Span]] = field(default_factory=dict)
     """The spans each completed trace was assembled from (for ``reopen``)."""
 
@@ -74,6 +90,7 @@ class AssemblyOutput:
         self.dropped_traces.update(other.dropped_traces)
         self.rejected_embeddings += other.rejected_embeddings
         self.assembled_without_root += other.assembled_without_root
+        self.partial_traces += other.partial_traces
 
 
 @dataclass(slots=True)
@@ -113,7 +130,7 @@ class TraceAssembler:
         self._clock = clock
         self._pending: OrderedDict[str, _Pending] = OrderedDict()  # insertion order = age
         self._completed: OrderedDict[str, None] = OrderedDict()  # LRU of emitted trace ids
-        self._dimensions: dict[str, int] = {}  # embedding model -> first-seen dimension
+        self._dimensions: dict[str, deque[int]] = {}  # embedding model -> dimensions of recent vectors
         self._lock = threading.Lock()
 
     @classmethod
@@ -216,6 +233,9 @@ class TraceAssembler:
         self._completed[trace_id] = None
         if len(self._completed) > self.completed_trace_memory:
             self._completed.popitem(last=False)
+        if timeout and lost_root(spans):
+            out.partial_traces += 1
+            return
         out.rejected_embeddings += self._check_dimensions(spans)
         try:
             record = build_record(spans, self.settings)
@@ -229,7 +249,7 @@ class TraceAssembler:
             out.records.append(record)
 
     def _check_dimensions(self, spans: list[Span]) -> int:
-        """Drop vectors whose dimension differs from the first one seen for the same model."""
+        """Drop vectors whose dimension is not the one their model's recent vectors agree on."""
         rejected = 0
         for span in spans:
             attrs = span.attributes
@@ -239,13 +259,21 @@ class TraceAssembler:
             model = str(model or "")
             for key in [k for k in attrs if k.startswith(_VECTOR_PREFIX) and k.endswith(_VECTOR_SUFFIX)]:
                 vector = attrs[key]
-                if not isinstance(vector, list):
-                    continue
-                expected = self._dimensions.get(model)
-                if expected is None:
-                    if len(self._dimensions) < _MAX_EMBEDDING_MODELS:
-                        self._dimensions[model] = len(vector)
-                elif len(vector) != expected:
+                if isinstance(vector, list) and not self._agreed_dimension(model, len(vector)):
                     del attrs[key]
                     rejected += 1
         return rejected
+
+    def _agreed_dimension(self, model: str, dimension: int) -> bool:
+        """Vote ``dimension`` in; True when it is the model's agreed dimension (the mode of the
+        recent window, ties to the most recent): a real change of dimension wins within a few
+        vectors, a stray truncated vector never does."""
+        recent = self._dimensions.get(model)
+        if recent is None:
+            if len(self._dimensions) >= _MAX_EMBEDDING_MODELS:
+                return True
+            recent = self._dimensions[model] = deque(maxlen=_DIMENSION_WINDOW)
+        recent.append(dimension)
+        counts = Counter(recent)
+        best = max(counts.values())
+        return counts[dimension] == best and next(d for d in reversed(recent) if counts[d] == best) == dimension

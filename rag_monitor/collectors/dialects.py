@@ -9,24 +9,39 @@ Three dialects, one record for the same pipeline:
   OpenInference attributes for documents, embeddings and tokens.
 - ``openinference``: LangChain / LlamaIndex instrumentors. Stages come from the span kind; the
   instrumentors nest spans of one kind (LlamaIndex ``.retrieve`` > ``._retrieve``, ``.predict``
-  > ``.chat``), so the outermost span of a kind times the stage and only LLM spans with no LLM
-  span below them are counted as calls (tokens live on the inner one).
+  > ``.chat``), so the outermost span of a kind times the stage and only call spans with no
+  call span of their kind below them are counted as calls (tokens live on the inner one).
 - ``genai``: OTel GenAI conventions: ``gen_ai.operation.name`` chat / text_completion ->
   generate, embeddings -> embed, retrieval -> retrieve.
+
+Every LLM, embedding and rerank call becomes a ``ModelCall`` with its own model and tokens
+(``usage.py``); documents and vectors are read by ``documents.py``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rag_monitor import semconv as sc
+from rag_monitor.collectors.documents import HIDDEN_VALUE, assign_embeddings, documents, genai_documents, output_document_ids, vectors
 from rag_monitor.collectors.otlp import STATUS_ERROR, Span
-from rag_monitor.record import Document, Feedback, FilterApplied, QueryRecord, StageTiming
+from rag_monitor.collectors.usage import CALL_EMBEDDING, CALL_LLM, CALL_RERANK, call_kind, has_tokens, model_call
+from rag_monitor.collectors.values import (
+    as_float,
+    as_int,
+    as_text,
+    chat_answer,
+    chat_query,
+    input_text,
+    optional_str,
+    output_text,
+    string_list,
+)
+from rag_monitor.record import HIDDEN_FIELDS, Document, Feedback, FilterApplied, QueryRecord, StageTiming
 
-__all__ = ["DialectSettings", "build_record", "detect_dialect", "feedback_from_span", "is_feedback_span"]
+__all__ = ["DialectSettings", "build_record", "detect_dialect", "feedback_from_span", "is_feedback_span", "lost_root"]
 
 OPENINFERENCE_STAGE_BY_KIND = {
     sc.SPAN_KIND_RETRIEVER: sc.STAGE_RETRIEVE,
@@ -41,7 +56,6 @@ GENAI_STAGE_BY_OPERATION = {
     sc.GEN_AI_OPERATION_EMBEDDINGS: sc.STAGE_EMBED,
     sc.GEN_AI_OPERATION_RETRIEVAL: sc.STAGE_RETRIEVE,
 }
-
 
 _QUERY_STAGES = frozenset({sc.STAGE_RETRIEVE, sc.STAGE_RERANK, sc.STAGE_GENERATE})
 
@@ -93,44 +107,6 @@ def feedback_from_span(span: Span) -> Feedback | None:
     return Feedback(kind=kind, time_ns=span.end_ns or span.start_ns, reason=str(reason) if reason else None, value=value)
 
 
-def _json_object(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
-
-
-def _optional_str(value: Any) -> str | None:
-    return None if value is None or value == "" else str(value)
-
-
-def _float(value: Any) -> float | None:
-    try:
-        return None if value is None or isinstance(value, bool) else float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value) if value is not None and not isinstance(value, bool) else 0
-    except (TypeError, ValueError):
-        return 0
-
-
-def _string_list(value: Any) -> list[str]:
-    value = _json_object(value)
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return [str(value)] if value else []
-
-
 def _oi_kind(span: Span) -> str | None:
     kind = span.attributes.get(sc.OPENINFERENCE_SPAN_KIND)
     return kind.upper() if isinstance(kind, str) else None
@@ -150,98 +126,15 @@ def detect_dialect(spans: Sequence[Span]) -> str | None:
     return "openinference" if openinference else "genai" if genai else None
 
 
-_DOCUMENT_FIELDS = (sc.DOCUMENT_ID, sc.DOCUMENT_CONTENT, sc.DOCUMENT_SCORE, sc.DOCUMENT_METADATA)
-
-
-def _documents(attrs: dict[str, Any], prefix: str, settings: DialectSettings) -> list[Document]:
-    """Parse ``{prefix}.{i}.document.{field}`` attributes into Documents, in index order.
-
-    OpenInference indexes are dense from 0, so look the fields up index by index (a few dict
-    lookups per document) instead of parsing every attribute key.
-    """
-    documents = []
-    get = attrs.get
-    index = 0
-    while True:
-        base = f"{prefix}.{index}."
-        doc_id, content, score, metadata = (get(base + name) for name in _DOCUMENT_FIELDS)
-        if doc_id is None and content is None and score is None and metadata is None:
-            break
-        index += 1
-        metadata = _json_object(metadata)
-        if not isinstance(metadata, dict):
-            metadata = {} if metadata in (None, "") else {"value": metadata}
-        if doc_id in (None, ""):
-            doc_id = next((metadata[k] for k in settings.document_id_metadata_keys if metadata.get(k) not in (None, "")), None)
-        documents.append(
-            Document(
-                id=None if doc_id is None else str(doc_id),
-                content=_text(content),
-                score=_float(score),
-                metadata=metadata,
-            )
-        )
-    return documents
-
-
-def _genai_documents(attrs: dict[str, Any]) -> list[Document]:
-    """``gen_ai.retrieval.documents``: a JSON array of ``{"id", "score", "content"?}`` objects."""
-    value = _json_object(attrs.get(sc.GEN_AI_RETRIEVAL_DOCUMENTS))
-    if not isinstance(value, list):
-        return []
-    documents = []
-    for item in value:
-        if isinstance(item, dict):
-            metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
-            doc_id = item.get("id")
-            documents.append(
-                Document(None if doc_id is None else str(doc_id), _text(item.get("content")), _float(item.get("score")), metadata)
-            )
-    return documents
-
-
-def _vectors(attrs: dict[str, Any]) -> list[tuple[int, list[float], str | None]]:
-    """(index, vector, text) of every ``embedding.embeddings.{i}.embedding.vector``."""
-    out = []
-    prefix = sc.EMBEDDING_EMBEDDINGS + "."
-    suffix = "." + sc.EMBEDDING_VECTOR
-    for key, value in attrs.items():
-        if key.startswith(prefix) and key.endswith(suffix) and isinstance(value, list):
-            index = key[len(prefix) : -len(suffix)]
-            if index.isdigit():
-                text = attrs.get(f"{prefix}{index}.{sc.EMBEDDING_TEXT}")
-                out.append((int(index), value, text if isinstance(text, str) else None))
-    out.sort(key=lambda item: item[0])
-    return out
-
-
-def _message_text(messages: Any, role: str, last: bool) -> str | None:
-    """Text of the first/last message with ``role`` in a GenAI or OpenInference messages JSON."""
-    messages = _json_object(messages)
-    if not isinstance(messages, list):
-        return None
-    chosen = [m for m in messages if isinstance(m, dict) and m.get("role") == role]
-    if not chosen:
-        return None
-    message = chosen[-1] if last else chosen[0]
-    if isinstance(message.get("content"), str):
-        return message["content"]
-    parts = message.get("parts") or []
-    texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("content"), str)]
-    return "".join(texts) if texts else None
-
-
-def _oi_messages_text(attrs: dict[str, Any], prefix: str, role: str, last: bool) -> str | None:
-    """OpenInference flattened messages: ``llm.output_messages.{i}.message.role|content``."""
-    indexes = sorted(
-        int(k[len(prefix) + 1 : -len(".message.role")])
-        for k, v in attrs.items()
-        if k.startswith(prefix + ".") and k.endswith(".message.role") and v == role and k[len(prefix) + 1 : -len(".message.role")].isdigit()
-    )
-    if not indexes:
-        return None
-    content = attrs.get(f"{prefix}.{indexes[-1] if last else indexes[0]}.{sc.MESSAGE_CONTENT}")
-    return content if isinstance(content, str) else None
+def _hidden(attrs: dict[str, Any]) -> list[str]:
+    """What the app hid: ``rag.content.hidden``, or OpenInference's placeholder on the root."""
+    marked = attrs.get(sc.RAG_CONTENT_HIDDEN)
+    marked = {marked} if isinstance(marked, str) else set(marked) if isinstance(marked, list) else set()
+    if attrs.get(sc.INPUT_VALUE) == HIDDEN_VALUE:
+        marked.add("query")
+    if attrs.get(sc.OUTPUT_VALUE) == HIDDEN_VALUE:
+        marked.add("answer")
+    return [name for name in HIDDEN_FIELDS if name in marked]
 
 
 # --- the record builder ---------------------------------------------------------------------------
@@ -278,6 +171,13 @@ class _Trace:
         tops = [s for s in candidates if s.parent_span_id is None or s.parent_span_id not in self.by_id]
         return min(tops or candidates, key=lambda s: (s.start_ns, -s.end_ns))
 
+    def calls(self) -> dict[str, str]:
+        """span id -> call kind of the spans that are model calls: innermost of their kind only
+        (an LLM span with an LLM span below it is a wrapper, LlamaIndex ``.predict`` > ``.chat``)."""
+        kinds = {s.span_id: kind for s in self.spans if (kind := call_kind(s)) is not None}
+        wrappers = {(p.span_id, kinds[s.span_id]) for s in self.spans if s.span_id in kinds for p in self.ancestors(s)}
+        return {span_id: kind for span_id, kind in kinds.items() if (span_id, kind) not in wrappers}
+
 
 def _stage_name(span: Span, dialect: str) -> str | None:
     attrs = span.attributes
@@ -293,6 +193,18 @@ def _stage_name(span: Span, dialect: str) -> str | None:
     if isinstance(operation, str):
         return GENAI_STAGE_BY_OPERATION.get(operation)
     return None
+
+
+def lost_root(spans: Sequence[Span]) -> bool:
+    """True when the span standing for the query is missing: an SDK trace without ``rag.query``,
+    or another dialect's trace whose topmost span is one of its stages (a retrieval, an LLM
+    call). Such a trace is not a query; the agent counts it apart."""
+    dialect = detect_dialect(spans)
+    if dialect is None:
+        return False
+    if dialect == "sdk":
+        return not any(s.name == sc.RAG_QUERY_SPAN_NAME for s in spans)
+    return _stage_name(_Trace(spans).root(dialect), dialect) is not None
 
 
 def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETTINGS) -> QueryRecord | None:
@@ -313,40 +225,46 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
         start_ns=root.start_ns,
         end_ns=root.end_ns,
         dialect=dialect,
-        service=_text(resource.get(sc.SERVICE_NAME)),
-        session_id=_optional_str(attrs.get(sc.SESSION_ID)),
-        user_id=_optional_str(attrs.get(sc.USER_ID)),
-        release=_text(attrs.get(sc.RAG_RELEASE) or resource.get(sc.SERVICE_VERSION)),
-        variant=_text(attrs.get(sc.RAG_VARIANT)) or sc.VARIANT_PRODUCTION,
-        tenant=_optional_str(attrs.get(sc.RAG_TENANT)),
-        intent=_optional_str(attrs.get(sc.RAG_INTENT)),
-        route=_optional_str(attrs.get(sc.RAG_ROUTE)),
+        service=as_text(resource.get(sc.SERVICE_NAME)),
+        session_id=optional_str(attrs.get(sc.SESSION_ID)),
+        user_id=optional_str(attrs.get(sc.USER_ID)),
+        release=as_text(attrs.get(sc.RAG_RELEASE) or resource.get(sc.SERVICE_VERSION)),
+        variant=as_text(attrs.get(sc.RAG_VARIANT)) or sc.VARIANT_PRODUCTION,
+        tenant=optional_str(attrs.get(sc.RAG_TENANT)),
+        intent=optional_str(attrs.get(sc.RAG_INTENT)),
+        route=optional_str(attrs.get(sc.RAG_ROUTE)),
         refused=bool(attrs.get(sc.RAG_ANSWER_REFUSED, False)),
-        confidence=_float(attrs.get(sc.RAG_ANSWER_CONFIDENCE)),
-        citations=_string_list(attrs.get(sc.RAG_CITATIONS)),
-        shadow_of=_optional_str(attrs.get(sc.RAG_SHADOW_OF)),
+        confidence=as_float(attrs.get(sc.RAG_ANSWER_CONFIDENCE)),
+        citations=string_list(attrs.get(sc.RAG_CITATIONS)),
+        shadow_of=optional_str(attrs.get(sc.RAG_SHADOW_OF)),
         error=(root.status_message or "error") if root.status_code == STATUS_ERROR else None,
+        hidden=_hidden(attrs),
     )
-    record.query = _input_text(attrs.get(sc.INPUT_VALUE), settings)
-    record.answer = _output_text(attrs.get(sc.OUTPUT_VALUE), settings)
+    if "query" not in record.hidden:
+        record.query = input_text(attrs.get(sc.INPUT_VALUE), settings)
+    if "answer" not in record.hidden:
+        record.answer = output_text(attrs.get(sc.OUTPUT_VALUE), settings)
 
+    id_keys = settings.document_id_metadata_keys
     reranked: list[Document] | None = None
     context_ids: list[str] | None = None
     retriever_with_docs: set[str] = set()
-    vectors: list[tuple[Span, list[tuple[int, list[float], str | None]]]] = []
-    llm_models: list[str] = []
+    found_vectors: list = []
     chat_spans: list[Span] = []
-
-    llm_wrappers: set[str] = set()  # span ids with a generate-stage span below them
-    if dialect != "sdk":
-        for span in trace.spans:
-            if _stage_name(span, dialect) == sc.STAGE_GENERATE:
-                llm_wrappers.update(p.span_id for p in trace.ancestors(span))
+    calls = trace.calls()
 
     for span in trace.spans:
+        a = span.attributes
+        kind = calls.get(span.span_id)
+        if kind is not None:
+            call = model_call(span, kind)
+            if kind == CALL_LLM:
+                record.model_calls.append(call)
+                chat_spans.append(span)
+            elif has_tokens(call) or (kind == CALL_EMBEDDING and call.model):
+                record.model_calls.append(call)
         if span is root:
             continue
-        a = span.attributes
         if is_feedback_span(span):
             feedback = feedback_from_span(span)
             if feedback is not None:
@@ -365,67 +283,53 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
         if stage == sc.STAGE_FILTER or sc.RAG_FILTER_KIND in a:
             record.filters.append(
                 FilterApplied(
-                    kind=_text(a.get(sc.RAG_FILTER_KIND)) or sc.FILTER_RELEVANCE,
-                    predicate=_text(a.get(sc.RAG_FILTER_PREDICATE)),
-                    candidates_in=_int(a[sc.RAG_FILTER_CANDIDATES_IN]) if sc.RAG_FILTER_CANDIDATES_IN in a else None,
-                    candidates_out=_int(a[sc.RAG_FILTER_CANDIDATES_OUT]) if sc.RAG_FILTER_CANDIDATES_OUT in a else None,
-                    excluded_ids=_string_list(a.get(sc.RAG_FILTER_EXCLUDED_IDS)),
-                    excluded_documents=_documents(a, sc.RAG_FILTER_EXCLUDED_DOCUMENTS, settings),
+                    kind=as_text(a.get(sc.RAG_FILTER_KIND)) or sc.FILTER_RELEVANCE,
+                    predicate=as_text(a.get(sc.RAG_FILTER_PREDICATE)),
+                    candidates_in=as_int(a[sc.RAG_FILTER_CANDIDATES_IN]) if sc.RAG_FILTER_CANDIDATES_IN in a else None,
+                    candidates_out=as_int(a[sc.RAG_FILTER_CANDIDATES_OUT]) if sc.RAG_FILTER_CANDIDATES_OUT in a else None,
+                    excluded_ids=string_list(a.get(sc.RAG_FILTER_EXCLUDED_IDS)),
+                    excluded_documents=documents(a, sc.RAG_FILTER_EXCLUDED_DOCUMENTS, id_keys),
                 )
             )
         if sc.RAG_CONTEXT_DOCUMENT_IDS in a:
-            context_ids = _string_list(a[sc.RAG_CONTEXT_DOCUMENT_IDS])
+            context_ids = string_list(a[sc.RAG_CONTEXT_DOCUMENT_IDS])
         if stage == sc.STAGE_RETRIEVE:
             # Outermost retriever that has documents wins; an inner one repeats them (LlamaIndex).
             if not any(p.span_id in retriever_with_docs for p in ancestors):
-                docs = _documents(a, sc.RETRIEVAL_DOCUMENTS, settings) or _genai_documents(a)
+                docs = documents(a, sc.RETRIEVAL_DOCUMENTS, id_keys, output_document_ids(a.get(sc.OUTPUT_VALUE))) or genai_documents(a)
                 if docs:
                     retriever_with_docs.add(span.span_id)
                     record.retrieved.extend(docs)
-            if not record.query and isinstance(a.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT), str):
+            if not record.query and "query" not in record.hidden and isinstance(a.get(sc.GEN_AI_RETRIEVAL_QUERY_TEXT), str):
                 record.query = a[sc.GEN_AI_RETRIEVAL_QUERY_TEXT]
         elif stage == sc.STAGE_RERANK and not nested:
-            out = _documents(a, sc.RERANKER_OUTPUT_DOCUMENTS, settings)
+            out = documents(a, sc.RERANKER_OUTPUT_DOCUMENTS, id_keys)
             if out:
                 reranked = (reranked or []) + out
         elif stage == sc.STAGE_EMBED:
-            found = _vectors(a)
-            if found:
-                vectors.append((span, found))
+            items = vectors(a)
+            if items:
+                role = a.get(sc.RAG_EMBEDDING_ROLE)
+                found_vectors.append((role if role in sc.EMBEDDING_ROLES else None, items))
             model = a.get(sc.EMBEDDING_MODEL_NAME) or a.get(sc.GEN_AI_REQUEST_MODEL)
             if model and record.embedding_model is None:
                 record.embedding_model = str(model)
         elif stage == sc.STAGE_GENERATE:
-            # Calls and tokens from the innermost LLM spans only: an LLM span with an LLM span
-            # below it is a wrapper (LlamaIndex .predict > .chat) and would double count.
-            has_llm_child = span.span_id in llm_wrappers
             if sc.RAG_TIME_TO_FIRST_TOKEN in a and record.time_to_first_token_s is None:
-                record.time_to_first_token_s = _float(a[sc.RAG_TIME_TO_FIRST_TOKEN])
-            if has_llm_child:
-                continue
-            record.llm_calls += 1
-            chat_spans.append(span)
-            prompt = a.get(sc.LLM_TOKEN_COUNT_PROMPT, a.get(sc.GEN_AI_USAGE_INPUT_TOKENS))
-            completion = a.get(sc.LLM_TOKEN_COUNT_COMPLETION, a.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS))
-            record.prompt_tokens += _int(prompt)
-            record.completion_tokens += _int(completion)
-            model = a.get(sc.LLM_MODEL_NAME) or a.get(sc.GEN_AI_REQUEST_MODEL) or a.get(sc.GEN_AI_RESPONSE_MODEL)
-            if model:
-                llm_models.append(str(model))
+                record.time_to_first_token_s = as_float(a[sc.RAG_TIME_TO_FIRST_TOKEN])
 
     if dialect != "sdk" and not any(st.name in _QUERY_STAGES for st in record.stages):
         # An instrumented app also traces work that is not a query (LlamaIndex embedding
         # documents while building an index): no retrieval and no generation, no record.
         return None
-    if llm_models:
-        record.llm_model = llm_models[-1]  # the call that produced the answer
-    if not record.query and chat_spans:
-        record.query = _chat_query(chat_spans[0])
-    if not record.answer and chat_spans:
-        record.answer = _chat_answer(chat_spans[-1])
+    _summarise_llm_calls(record)
+    if not record.query and chat_spans and "query" not in record.hidden:
+        record.query = chat_query(chat_spans[0])
+    if not record.answer and chat_spans and "answer" not in record.hidden:
+        record.answer = chat_answer(chat_spans[-1])
     if dialect != "sdk" and not record.session_id:
-        record.session_id = _optional_str(attrs.get(sc.GEN_AI_CONVERSATION_ID)) or next(
-            (_optional_str(s.attributes.get(sc.SESSION_ID) or s.attributes.get(sc.GEN_AI_CONVERSATION_ID)) for s in trace.spans if s.attributes.get(sc.SESSION_ID) or s.attributes.get(sc.GEN_AI_CONVERSATION_ID)),
+        record.session_id = optional_str(attrs.get(sc.GEN_AI_CONVERSATION_ID)) or next(
+            (optional_str(s.attributes.get(sc.SESSION_ID) or s.attributes.get(sc.GEN_AI_CONVERSATION_ID)) for s in trace.spans if s.attributes.get(sc.SESSION_ID) or s.attributes.get(sc.GEN_AI_CONVERSATION_ID)),
             None,
         )
 
@@ -434,53 +338,21 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
         known = {d.id: d for d in [*(reranked or []), *record.retrieved] if d.id is not None}
         delivered = [known.get(doc_id) or Document(id=doc_id) for doc_id in context_ids]
     record.delivered = delivered
-    _assign_embeddings(record, vectors)
+    assign_embeddings(record, found_vectors)
     return record
 
 
-def _assign_embeddings(record: QueryRecord, vectors: list[tuple[Span, list[tuple[int, list[float], str | None]]]]) -> None:
-    """The query's vector: one whose text is the query, else the first of the first embed span."""
-    for _span, found in vectors:
-        for _index, vector, text in found:
-            if record.query_embedding is None and (text is None or text == record.query):
-                record.query_embedding = vector
-            else:
-                record.document_embeddings.append(vector)
+def _summarise_llm_calls(record: QueryRecord) -> None:
+    """The record's LLM summary for existing readers: calls, tokens summed over every LLM call,
+    and the model of the last one (the generator, which produced the answer). Cost comes from
+    ``model_calls``, each call at its own model's price."""
+    llm = [c for c in record.model_calls if c.kind == CALL_LLM]
+    record.llm_calls = len(llm)
+    record.prompt_tokens = sum(c.input_tokens for c in llm)
+    record.completion_tokens = sum(c.output_tokens for c in llm)
+    models = [c.model for c in llm if c.model]
+    if models:
+        record.llm_model = models[-1]
 
 
-def _input_text(value: Any, settings: DialectSettings) -> str:
-    parsed = _json_object(value)
-    if isinstance(parsed, dict):
-        for key in settings.query_input_keys:
-            if isinstance(parsed.get(key), str):
-                return parsed[key]
-        strings = [v for v in parsed.values() if isinstance(v, str)]
-        return strings[0] if len(strings) == 1 else _text(value)
-    return _text(value)
-
-
-def _output_text(value: Any, settings: DialectSettings) -> str:
-    parsed = _json_object(value)
-    if isinstance(parsed, dict):
-        for key in settings.answer_output_keys:
-            if isinstance(parsed.get(key), str):
-                return parsed[key]
-    return _text(value)
-
-
-def _chat_query(span: Span) -> str:
-    a = span.attributes
-    return (
-        _message_text(a.get(sc.GEN_AI_INPUT_MESSAGES), "user", last=True)
-        or _oi_messages_text(a, sc.LLM_INPUT_MESSAGES, "user", last=True)
-        or _text(a.get(sc.GEN_AI_PROMPT))
-    )
-
-
-def _chat_answer(span: Span) -> str:
-    a = span.attributes
-    return (
-        _message_text(a.get(sc.GEN_AI_OUTPUT_MESSAGES), "assistant", last=True)
-        or _oi_messages_text(a, sc.LLM_OUTPUT_MESSAGES, "assistant", last=True)
-        or _text(a.get(sc.GEN_AI_COMPLETION))
-    )
+__all__ += ["CALL_EMBEDDING", "CALL_RERANK"]

@@ -2,9 +2,12 @@
 
     prices = PriceTable.load("collectors/prices.yaml")
     prices.cost("gpt-4o-mini-2024-07-18", prompt_tokens=812, completion_tokens=64)   # USD, or None
+    prices.call_cost(record.model_calls[0])   # one call at its own model's price, cached tokens included
     prices.unknown_models        # Counter of model names with no price (cost None)
 
-Prices are USD per million tokens. A pattern is an exact name, a glob (``gpt-4o-mini*``), or
+Prices are USD per million tokens: ``input``, ``output`` and, where the provider discounts
+prompt tokens read from its cache, ``cached_input`` (cached tokens cost ``input`` without it).
+Embedding models are rows like any other (``output: 0``). A pattern is an exact name, a glob (``gpt-4o-mini*``), or
 a prefix (a pattern ending in ``*``); matching ignores case, and the most specific pattern
 (the longest) wins, so ``gpt-4o-mini*`` beats ``gpt-4o*`` whatever their order in the file.
 An unknown model costs ``None`` (never 0: a free-looking query would hide spend) unless the
@@ -20,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_monitor.record import ModelCall
+
 __all__ = ["ModelPrice", "PriceTable"]
 
 _MAX_CACHED_MODELS = 4096
@@ -30,19 +35,29 @@ class ModelPrice:
     pattern: str
     input_per_million: float
     output_per_million: float
+    cached_input_per_million: float | None = None
+    """Prompt tokens read from the provider's cache; None: priced as ``input``."""
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float:
+        """USD; ``cached_prompt_tokens`` are part of ``prompt_tokens``."""
+        cached = min(cached_prompt_tokens, prompt_tokens)
+        cached_rate = self.input_per_million if self.cached_input_per_million is None else self.cached_input_per_million
+        return ((prompt_tokens - cached) * self.input_per_million + cached * cached_rate
+                + completion_tokens * self.output_per_million) / 1e6
 
 
 def _price(pattern: str, item: dict[str, Any], where: str) -> ModelPrice:
     try:
         prices = float(item["input"]), float(item.get("output", 0.0))
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"{where}: price for {pattern!r} needs numeric 'input' (and 'output') USD per million tokens, got {item!r}") from None
-    if min(prices) < 0:
+        cached = None if item.get("cached_input") is None else float(item["cached_input"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ValueError(
+            f"{where}: price for {pattern!r} needs numeric 'input' (and 'output', optionally 'cached_input') "
+            f"USD per million tokens, got {item!r}"
+        ) from None
+    if min(prices) < 0 or (cached is not None and cached < 0):
         raise ValueError(f"{where}: negative price for {pattern!r}: {item!r}")
-    return ModelPrice(pattern.lower(), *prices)
+    return ModelPrice(pattern.lower(), *prices, cached)
 
 
 class PriceTable:
@@ -90,8 +105,12 @@ class PriceTable:
                 self._cache[key] = found
         return found
 
-    def cost(self, model: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """USD for one call (or one query's summed tokens); None for an unpriced model."""
+    def call_cost(self, call: ModelCall) -> float | None:
+        """USD for one model call at its own model's price; None for an unpriced model."""
+        return self.cost(call.model, call.input_tokens, call.output_tokens, call.cached_input_tokens)
+
+    def cost(self, model: str | None, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float | None:
+        """USD for one call; None for an unpriced model."""
         price = self.lookup(model) if model else None
         if price is None:
             with self._lock:
@@ -102,4 +121,4 @@ class PriceTable:
             price = self.unknown
             if price is None:
                 return None
-        return price.cost(prompt_tokens, completion_tokens)
+        return price.cost(prompt_tokens, completion_tokens, cached_prompt_tokens)

@@ -1,15 +1,18 @@
 """PII redaction before anything is stored or forwarded.
 
-    redactor = Redactor.load("collectors/redaction.yaml")     # built-ins + the operator's rules
+    redactor = Redactor.load("collectors/redaction.yaml", pseudonym_key=key)  # built-ins + the operator's rules
     text, counts = redactor.redact_text("mail jo@example.com")   # "mail <EMAIL>", {"email": 1}
-    counts = redactor.redact_span(span)       # every string attribute, in place
-    counts = redactor.redact_record(record)   # query, answer, documents, feedback reasons
+    counts = redactor.redact_spans(spans)     # every string of every span, in place
+    counts = redactor.redact_record(record)   # for records built any other way than from spans
 
-Built-in kinds: e-mail, phone (international ``+CC ...`` and US formats with consistent
-separators; bare digit runs such as years, prices and document ids are left alone), payment
-cards (13-19 digits, spaces or dashes allowed, Luhn-checked: a number that fails Luhn stays),
-IBAN (mod-97 checked), IPv4 and IPv6 (validated with ``ipaddress``). Every pattern is compiled
-once and guarded by a cheap test (an ``@``, a digit, a colon) so clean text costs little.
+What a span carries is covered whole: its name, status message, every attribute value at any
+nesting and whatever its type (strings, every element of an array, kvlists, bytes that hold
+text, JSON inside a string), its events' names and attributes, its links' attributes, and the
+attributes of its resource and instrumentation scope. Free text gets tokens (``<EMAIL>``);
+identifiers (``session.id``, ``user.id``, tenant, document ids, ``excluded_ids``, citations)
+that contain PII are replaced whole by a keyed pseudonym (``pseudonyms.py``), so they still join
+within the agent but never reveal the value. Controlled vocabulary (model names, span kinds,
+stages) is left as it is. The rules are in ``redaction_rules.py``.
 
 Presidio (``presidio_analyzer``) adds NER-based detection of names and addresses when
 ``use_presidio=True`` (or ``presidio: true`` in the YAML). It is OFF by default: it needs spaCy
@@ -18,180 +21,59 @@ models and is two orders of magnitude slower than the regexes.
 
 from __future__ import annotations
 
-import ipaddress
+import json
 import re
+import secrets
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rag_monitor import semconv as sc
 from rag_monitor.collectors.otlp import Span
-from rag_monitor.record import QueryRecord
-
-__all__ = ["RedactionRule", "Redactor", "luhn_valid", "iban_valid"]
-
-
-def luhn_valid(digits: str) -> bool:
-    """Luhn checksum of a string of digits (payment card numbers)."""
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        d = ord(char) - 48
-        if position % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def iban_valid(iban: str) -> bool:
-    """ISO 13616 mod-97 check on an IBAN without spaces."""
-    iban = iban.upper()
-    if not 15 <= len(iban) <= 34 or not iban[:2].isalpha() or not iban[2:4].isdigit():
-        return False
-    rearranged = iban[4:] + iban[:4]
-    try:
-        number = int("".join(str(int(c, 36)) for c in rearranged))
-    except ValueError:
-        return False
-    return number % 97 == 1
-
-
-@dataclass(frozen=True, slots=True)
-class RedactionRule:
-    """A pattern, its replacement token, and an optional validator (the match stays if it says no)."""
-
-    name: str
-    pattern: re.Pattern[str]
-    replacement: str
-    validate: Callable[[str], bool] | None = None
-    needs: Callable[[str], bool] | None = None
-    """Cheap pre-check: skip the regex entirely when this says the text cannot match."""
-    needs_number: bool = False
-    """Skip text with no run of 6+ digits (single separators allowed) and no dotted quad:
-    tested once per text for all such rules (cards, IBANs, IPv4, US phones)."""
-    requires: str | None = None
-    """A substring every match contains (``@``, ``-``): text without it skips the regex."""
-    locate: Callable[[str], tuple[int, int] | None] | None = None
-    """Instead of ``validate``: the (start, end) of the real thing inside the match, or None."""
-
-    @classmethod
-    def from_config(cls, item: dict[str, Any]) -> RedactionRule:
-        try:
-            name, pattern = str(item["name"]), str(item["pattern"])
-        except KeyError as exc:
-            raise ValueError(f"redaction rule {item!r} lacks {exc.args[0]!r} (need name, pattern, replacement)") from None
-        flags = re.IGNORECASE if item.get("ignore_case") else 0
-        try:
-            compiled = re.compile(pattern, flags)
-        except re.error as exc:
-            raise ValueError(f"redaction rule {name!r}: invalid regex {pattern!r}: {exc}") from None
-        requires = item.get("requires")
-        return cls(name, compiled, str(item.get("replacement", f"<{name.upper()}>")), requires=str(requires) if requires else None)
-
-
-# Pre-checks: patterns that start with a digit or letter class, which the regex engine scans
-# for quickly, and that every real match contains.
-# "a@b.io" is the shortest built-in match worth redacting (a bare "::1" is loopback, not
-# personal); shorter strings are skipped.
-_MIN_PII_CHARS = 6
-_IBAN_HINT = re.compile(r"[A-Z]{2}\d{2}")
-_CARD_HINT = re.compile(r"\d{3}[ -]?\d{3}")
-_IPV4_HINT = re.compile(r"\d\.\d{1,3}\.\d{1,3}\.\d")
-_US_PHONE_HINT = re.compile(r"\d{3}[ .-]\d{4}")
-# Starts with a plain \d so the engine scans for digits in C before trying the alternatives.
-_NUMBER_HINT = re.compile(r"\d(?:\d\d[ .-]?\d{3}|\.\d{1,3}\.\d{1,3}\.\d)")
-
-
-def _card_valid(match: str) -> bool:
-    digits = match.replace(" ", "").replace("-", "")
-    return 13 <= len(digits) <= 19 and luhn_valid(digits)
-
-
-def _card_span(match: str) -> tuple[int, int] | None:
-    """Where in ``match`` a Luhn-valid card number is, cut at separators, or None.
-
-    A run like "49 4111 1111 1111 1111 12" is a card between two ordinary numbers.
-    """
-    if _card_valid(match):
-        return 0, len(match)
-    bounds = [0] + [i for i, c in enumerate(match) if c in " -"] + [len(match)]
-    candidates = [(b - a, a, b) for i, a in enumerate(bounds) for b in bounds[i + 1 :]]
-    for _, start, end in sorted(candidates, reverse=True):
-        start += start > 0 and match[start] in " -"
-        if _card_valid(match[start:end]):
-            return start, end
-    return None
-
-
-def _phone_valid(match: str) -> bool:
-    return 7 <= sum(c.isdigit() for c in match) <= 15
-
-
-def _ipv6_valid(match: str) -> bool:
-    try:
-        ipaddress.IPv6Address(match)
-    except ValueError:
-        return False
-    return True
-
-
-BUILTIN_RULES: tuple[RedactionRule, ...] = (
-    RedactionRule(
-        "email",
-        re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
-        "<EMAIL>",
-        needs=lambda t: "@" in t,
-    ),
-    RedactionRule(
-        "iban",
-        re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"),
-        "<IBAN>",
-        validate=lambda m: iban_valid(m.replace(" ", "")),
-        needs=lambda t: _IBAN_HINT.search(t) is not None,
-        needs_number=True,
-    ),
-    RedactionRule(
-        "card",
-        re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d])"),
-        "<CARD>",
-        locate=_card_span,
-        needs=lambda t: _CARD_HINT.search(t) is not None,
-        needs_number=True,
-    ),
-    RedactionRule(
-        "ip",  # IPv6 first: an IPv4-mapped v6 address contains a v4 one
-        re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])"),
-        "<IP>",
-        validate=_ipv6_valid,
-        needs=lambda t: ":" in t and ("::" in t or t.count(":") >= 3),
-    ),
-    RedactionRule(
-        "ip",
-        re.compile(r"(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?!\.?\d)"),
-        "<IP>",
-        needs=lambda t: "." in t and _IPV4_HINT.search(t) is not None,
-        needs_number=True,
-    ),
-    RedactionRule(
-        "phone",  # international: +CC then 2-5 groups; 7-15 digits in all (E.164)
-        re.compile(r"(?<![\w+])\+[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"),
-        "<PHONE>",
-        validate=_phone_valid,
-        needs=lambda t: "+" in t,
-    ),
-    RedactionRule(
-        "phone",  # US: (555) 123-4567, 555-123-4567, 555.123.4567, 555 123 4567 (one separator kind)
-        re.compile(r"(?<![\w(])(?:1[ .-]?)?(?:\(\d{3}\) ?\d{3}[ .-]|\d{3}([ .-])\d{3}\1)\d{4}(?![\w-]|\.\d)"),
-        "<PHONE>",
-        needs=lambda t: _US_PHONE_HINT.search(t) is not None,
-        needs_number=True,
-    ),
+from rag_monitor.collectors.pseudonyms import Pseudonyms
+from rag_monitor.collectors.redaction_rules import (
+    BUILTIN_RULES,
+    MIN_PII_CHARS,
+    NUMBER_HINT,
+    RedactionRule,
+    iban_valid,
+    luhn_valid,
 )
+from rag_monitor.record import Document, QueryRecord
+
+__all__ = ["RedactionRule", "Redactor", "iban_valid", "luhn_valid"]
+
+# Controlled vocabulary, never free text and never personal: skipped cheaply.
+_VOCABULARY_KEYS = frozenset(
+    {
+        sc.OPENINFERENCE_SPAN_KIND, sc.RAG_STAGE, sc.RAG_VARIANT, sc.RAG_RELEASE, sc.RAG_FILTER_KIND,
+        sc.LLM_MODEL_NAME, sc.LLM_PROVIDER, sc.EMBEDDING_MODEL_NAME, sc.RERANKER_MODEL_NAME, sc.GEN_AI_REQUEST_MODEL,
+        sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME,
+        sc.INPUT_MIME_TYPE, sc.OUTPUT_MIME_TYPE, sc.RAG_SHADOW_OF, sc.RAG_CONTENT_HIDDEN,
+    }
+)
+# Identifiers (a string or an array of them): pseudonymised whole when they contain PII.
+_ID_KEYS = frozenset(
+    {
+        sc.SESSION_ID, sc.USER_ID, sc.GEN_AI_CONVERSATION_ID, sc.RAG_TENANT, sc.RAG_CITATIONS,
+        sc.RAG_CONTEXT_DOCUMENT_IDS, sc.RAG_FILTER_EXCLUDED_IDS,
+    }
+)
+_ID_SUFFIX = "." + sc.DOCUMENT_ID
+# Keys of JSON objects (document metadata, gen_ai.retrieval.documents) that hold an identifier:
+# a document's id may come from its metadata, and must match its citations.
+_JSON_ID_KEYS = frozenset({"id", "doc_id", "document_id", "source", "file_name", "url", "session_id", "user_id"})
+_VECTOR_SUFFIX = "." + sc.EMBEDDING_VECTOR
+_BUILTIN_HINT = re.compile(r"[@\d:]")
 
 
 class Redactor:
-    """Replaces PII in text with tokens such as ``<EMAIL>`` and counts what it replaced, by kind."""
+    """Replaces PII with tokens such as ``<EMAIL>`` (identifiers with pseudonyms) and counts it, by kind.
+
+    ``pseudonym_key``: the HMAC key of identifier pseudonyms; None draws a random one (pseudonyms
+    then join only within this instance: the agent always passes its configured or kept key).
+    """
 
     def __init__(
         self,
@@ -200,12 +82,15 @@ class Redactor:
         builtins: bool = True,
         use_presidio: bool = False,
         presidio_entities: Iterable[str] = ("PERSON", "LOCATION"),
+        pseudonym_key: bytes | None = None,
     ):
+        self.pseudonym = Pseudonyms(pseudonym_key or secrets.token_bytes(32))
         self.rules: tuple[RedactionRule, ...] = (*(BUILTIN_RULES if builtins else ()), *rules)
         # Custom rules may match short text (a 4-letter code); the built-ins need >= 6 chars.
-        self._min_chars = _MIN_PII_CHARS if self.rules == BUILTIN_RULES else 1
+        self._min_chars = MIN_PII_CHARS if self.rules == BUILTIN_RULES else 1
         self._presidio = None
         self._presidio_entities = list(presidio_entities)
+        self._builtins_only = not use_presidio and all(r in BUILTIN_RULES for r in self.rules)
         if use_presidio:
             try:
                 from presidio_analyzer import AnalyzerEngine
@@ -217,7 +102,7 @@ class Redactor:
             self._presidio = AnalyzerEngine()
 
     @classmethod
-    def load(cls, path: str | Path) -> Redactor:
+    def load(cls, path: str | Path, *, pseudonym_key: bytes | None = None) -> Redactor:
         """Built-in rules plus ``rules:`` from a YAML file (see ``collectors/redaction.yaml``)."""
         import yaml
 
@@ -232,8 +117,10 @@ class Redactor:
         redactor = cls(
             [RedactionRule.from_config(item) for item in data.get("rules", []) or []],
             use_presidio=bool(data.get("presidio", False)),
+            pseudonym_key=pseudonym_key,
         )
         redactor.rules = tuple(r for r in redactor.rules if r not in BUILTIN_RULES or r.name not in disabled)
+        redactor._builtins_only = redactor._builtins_only and not data.get("rules")
         return redactor
 
     def redact_text(self, text: str) -> tuple[str, Counter[str]]:
@@ -243,13 +130,15 @@ class Redactor:
     def _redact(self, text: str, counts: Counter[str]) -> str:
         if len(text) < self._min_chars:
             return text
+        if self._builtins_only and _BUILTIN_HINT.search(text) is None:
+            return text  # every built-in kind needs an @, a digit or a colon
         has_number: bool | None = None
         for rule in self.rules:
             if rule.requires is not None and rule.requires not in text:
                 continue
             if rule.needs_number:
                 if has_number is None:
-                    has_number = _NUMBER_HINT.search(text) is not None
+                    has_number = NUMBER_HINT.search(text) is not None
                 if not has_number:
                     continue
             if rule.needs is not None and not rule.needs(text):
@@ -288,59 +177,169 @@ class Redactor:
             counts[result.entity_type.lower()] += 1
         return text
 
-    # Identifiers and controlled vocabulary, never free text: left as they are (and skipped
-    # cheaply: every span passes through here).
-    _ID_KEYS = frozenset(
-        {
-            sc.SESSION_ID, sc.RAG_CITATIONS, sc.RAG_CONTEXT_DOCUMENT_IDS, sc.RAG_FILTER_EXCLUDED_IDS, sc.RAG_SHADOW_OF,
-            sc.OPENINFERENCE_SPAN_KIND, sc.RAG_STAGE, sc.RAG_VARIANT, sc.RAG_RELEASE, sc.RAG_FILTER_KIND,
-            sc.LLM_MODEL_NAME, sc.LLM_PROVIDER, sc.EMBEDDING_MODEL_NAME, sc.RERANKER_MODEL_NAME, sc.GEN_AI_REQUEST_MODEL,
-            sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME,
-            sc.INPUT_MIME_TYPE, sc.OUTPUT_MIME_TYPE,
-        }
-    )
+    # --- spans ------------------------------------------------------------------------------
 
-    def redact_span(self, span: Span) -> Counter[str]:
-        """Redact every string attribute value (and strings in arrays) of a span, in place."""
+    def redact_spans(self, spans: Iterable[Span]) -> Counter[str]:
+        """Redact every span in place; shared resources and scopes are cleaned once."""
         counts: Counter[str] = Counter()
-        self._redact_attributes(span.attributes, counts)
-        for event in span.events:
-            self._redact_attributes(event.attributes, counts)
+        seen: set[int] = set()
+        for span in spans:
+            self._redact_span(span, counts, seen)
         return counts
 
-    def _redact_attributes(self, attrs: dict[str, Any], counts: Counter[str]) -> None:
-        id_keys = self._ID_KEYS
+    def redact_span(self, span: Span) -> Counter[str]:
+        """Redact one span in place: name, status, attributes, events, links, resource, scope."""
+        counts: Counter[str] = Counter()
+        self._redact_span(span, counts, set())
+        return counts
+
+    def _redact_span(self, span: Span, counts: Counter[str], seen: set[int]) -> None:
+        span.name = self._string(span.name, counts)
+        if span.status_message:
+            span.status_message = self._string(span.status_message, counts)
+        self._attributes(span.attributes, counts)
+        for event in span.events:
+            event.name = self._string(event.name, counts)
+            self._attributes(event.attributes, counts)
+        for link in span.links:
+            self._attributes(link.attributes, counts)
+        if id(span.resource) not in seen:
+            seen.add(id(span.resource))
+            self._attributes(span.resource, counts)
+        scope = span.scope
+        if scope is not None and id(scope) not in seen:
+            seen.add(id(scope))
+            scope.name = self._string(scope.name, counts)
+            scope.version = self._string(scope.version, counts)
+            self._attributes(scope.attributes, counts)
+
+    def _attributes(self, attrs: dict[str, Any], counts: Counter[str]) -> None:
+        min_chars = self._min_chars
         for key, value in attrs.items():
-            if key in id_keys or key.endswith(".document.id"):
-                continue
-            if type(value) is str:
-                if len(value) >= self._min_chars:
-                    redacted = self._redact(value, counts)
-                    if redacted is not value:
-                        attrs[key] = redacted
-            elif type(value) is list:
-                if value and type(value[0]) is str:
-                    attrs[key] = [self._redact(v, counts) if type(v) is str else v for v in value]
-            elif type(value) is dict:
-                self._redact_attributes(value, counts)
+            kind = type(value)
+            if kind is str:
+                if len(value) < min_chars or key in _VOCABULARY_KEYS:
+                    continue
+                cleaned = self._identifier(value, counts) if key in _ID_KEYS or key.endswith(_ID_SUFFIX) else self._string(value, counts)
+            elif kind is int or kind is float or kind is bool or value is None or key.endswith(_VECTOR_SUFFIX):
+                continue  # vectors were checked numeric and finite at decode
+            elif key in _ID_KEYS:
+                cleaned = self._identifier(value, counts)
+            else:
+                cleaned = self._value(value, counts)
+            if cleaned is not value:
+                attrs[key] = cleaned
+
+    def _value(self, value: Any, counts: Counter[str]) -> Any:
+        """A redacted copy of any attribute value (or the value itself when it is clean)."""
+        kind = type(value)
+        if kind is str:
+            return self._string(value, counts)
+        if kind is list or kind is tuple:
+            items = [self._value(v, counts) for v in value]
+            return items if any(a is not b for a, b in zip(items, value)) else value
+        if kind is dict:
+            self._attributes(value, counts)
+            return value
+        if kind is bytes:  # bytes are often text: clean them when they decode as UTF-8
+            try:
+                text = value.decode("utf-8")
+            except UnicodeDecodeError:
+                return value
+            cleaned = self._string(text, counts)
+            return value if cleaned is text else cleaned.encode("utf-8")
+        return value
+
+    def _string(self, text: str, counts: Counter[str]) -> str:
+        """Free text; a JSON document inside it is walked, so ids and escaped text are covered too."""
+        if len(text) < self._min_chars:
+            return text
+        if text[:1] not in "{[":
+            return self._redact(text, counts)
+        found: Counter[str] = Counter()
+        redacted = self._redact(text, found)
+        if found or "\\u" in text:  # PII, or escapes that could hide it: read it as JSON
+            walked = self._json(text, counts)
+            if walked is not None:
+                return walked
+        counts.update(found)
+        return redacted
+
+    def _json(self, text: str, counts: Counter[str]) -> str | None:
+        try:
+            document = json.loads(text)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(document, (dict, list)):
+            return None
+        found: Counter[str] = Counter()
+        document = self._json_value(document, found)
+        # A second pass over the result catches what the walk cannot see (text in object keys).
+        cleaned = self._redact(json.dumps(document, ensure_ascii=False), found)
+        counts.update(found)
+        return cleaned if found else text
+
+    def _json_value(self, value: Any, counts: Counter[str]) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: self._identifier(v, counts) if k in _JSON_ID_KEYS else self._json_value(v, counts)
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [self._json_value(v, counts) for v in value]
+        if isinstance(value, str):
+            return self._string(value, counts)
+        return value
+
+    def _identifier(self, value: Any, counts: Counter[str]) -> Any:
+        """An id (or a list of ids) that contains PII becomes its pseudonym, whole."""
+        if type(value) is str:
+            if len(value) < self._min_chars:
+                return value
+            found: Counter[str] = Counter()
+            if self._redact(value, found) is value and not found:
+                return value
+            counts.update(found)
+            return self.pseudonym(value)
+        if type(value) is list or type(value) is tuple:
+            items = [self._identifier(v, counts) for v in value]
+            return items if any(a is not b for a, b in zip(items, value)) else value
+        return self._value(value, counts)
+
+    # --- records ----------------------------------------------------------------------------
 
     def redact_record(self, record: QueryRecord) -> Counter[str]:
-        """Redact the query, answer, user id, documents' content and feedback reasons, in place.
+        """Redact a record in place: its texts get tokens, its identifiers pseudonyms.
 
-        A record assembled from spans that went through ``redact_span`` is already clean: this
+        A record assembled from spans that went through ``redact_spans`` is already clean: this
         is for records built or edited any other way.
         """
         counts: Counter[str] = Counter()
-        record.query = self._redact(record.query, counts)
-        record.answer = self._redact(record.answer, counts)
-        if record.user_id:  # an e-mail address is a common user id
-            record.user_id = self._redact(record.user_id, counts)
+        text = lambda value: self._string(value, counts) if value else value  # noqa: E731
+        ident = lambda value: self._identifier(value, counts) if value else value  # noqa: E731
+        record.query, record.answer, record.error = text(record.query), text(record.answer), text(record.error)
+        record.session_id, record.user_id, record.tenant = ident(record.session_id), ident(record.user_id), ident(record.tenant)
+        record.citations = ident(record.citations)
         seen: set[int] = set()  # retrieved and delivered often share Document objects
-        for document in (*record.retrieved, *record.delivered):
+        documents = [*record.retrieved, *record.delivered, *(d for f in record.filters for d in f.excluded_documents)]
+        for document in documents:
             if id(document) not in seen:
                 seen.add(id(document))
-                document.content = self._redact(document.content, counts)
+                self._document(document, counts)
+        for applied in record.filters:
+            applied.predicate = text(applied.predicate)
+            applied.excluded_ids = ident(applied.excluded_ids)
+        for stage in record.stages:
+            stage.error = text(stage.error)
         for feedback in record.feedback:
-            if feedback.reason:
-                feedback.reason = self._redact(feedback.reason, counts)
+            feedback.reason = text(feedback.reason)
+            if isinstance(feedback.value, str):
+                feedback.value = text(feedback.value)
         return counts
+
+    def _document(self, document: Document, counts: Counter[str]) -> None:
+        if document.id:
+            document.id = self._identifier(document.id, counts)
+        if document.content:
+            document.content = self._string(document.content, counts)
+        document.metadata = self._json_value(document.metadata, counts)

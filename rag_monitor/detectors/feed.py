@@ -118,10 +118,13 @@ class DriftFeed:
             for r in records:
                 if len(self._pending) == self._pending.maxlen:
                     dropped += 1
+                # Hidden content is never embedded (nor are the app's vectors of it used).
+                query_hidden, documents_hidden = "query" in r.hidden, "documents" in r.hidden
                 self._pending.append(_Observation(
-                    r.trace_id, r.release, r.query, tuple(d.content for d in r.delivered if d.content),
-                    tuple(r.query_embedding) if r.query_embedding else None,
-                    tuple(tuple(v) for v in r.document_embeddings), r.embedding_model,
+                    r.trace_id, r.release, "" if query_hidden else r.query,
+                    () if documents_hidden else tuple(d.content for d in r.delivered if d.content),
+                    tuple(r.query_embedding) if r.query_embedding and not query_hidden else None,
+                    () if documents_hidden else tuple(tuple(v) for v in r.document_embeddings), r.embedding_model,
                     r.intent, r.route, r.refused,
                 ))
         if dropped:

@@ -42,7 +42,8 @@ RAG_MONITOR_MAX_STRING_LENGTH = "RAG_MONITOR_MAX_STRING_LENGTH"
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
 TRACES_PATH = "/v1/traces"
 REDACTED = "__REDACTED__"
-"""The value of a hidden text attribute (OpenInference's marker), so hidden differs from absent."""
+"""OpenInference's placeholder for hidden text. The SDK no longer sends it: hidden content is
+left out and the root span lists what was hidden in ``rag.content.hidden``."""
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
@@ -118,6 +119,13 @@ class CaptureConfig:
 
     def __post_init__(self) -> None:
         _resolve_fields(self)
+        hidden = (("query", self.hide_inputs), ("answer", self.hide_outputs), ("documents", self.hide_document_content))
+        object.__setattr__(self, "_hidden", tuple(name for name, hide in hidden if hide))
+
+    @property
+    def hidden_content(self) -> tuple[str, ...]:
+        """Which of ``query``, ``answer``, ``documents`` this configuration hides (``rag.content.hidden``)."""
+        return self._hidden  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 
 from rag_monitor import semconv
 from rag_monitor.sdk._logging import log, rate_limit_export_thread_logs
-from rag_monitor.sdk.config import RAG_MONITOR_DISABLED, REDACTED, CaptureConfig, ExportConfig, env_flag
+from rag_monitor.sdk.config import RAG_MONITOR_DISABLED, CaptureConfig, ExportConfig, env_flag
 from rag_monitor.sdk.ids import RootDerivedIdGenerator, format_trace_id, parse_trace_id, root_span_id
 from rag_monitor.sdk.noop import INVALID_TRACE_ID, NOOP_QUERY, NoopQuery
 from rag_monitor.sdk.processor import (
@@ -162,10 +162,11 @@ class Monitor:
                 semconv.RAG_VARIANT: variant,
             }
             truncated = None
+            hidden = capture.hidden_content
+            if hidden:  # hidden content is not sent; this says it exists (not a placeholder text)
+                attrs[semconv.RAG_CONTENT_HIDDEN] = hidden
             if text is not None:
-                if capture.hide_inputs:
-                    attrs[semconv.INPUT_VALUE] = REDACTED
-                else:
+                if not capture.hide_inputs:
                     text = text if isinstance(text, str) else str(text)
                     limit = capture.max_string_length
                     if limit and len(text) > limit:

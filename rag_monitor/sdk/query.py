@@ -21,25 +21,24 @@ and re-raised unchanged.
 from __future__ import annotations
 
 import contextvars
-import json
-import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Status, StatusCode
 
 from rag_monitor import semconv
 from rag_monitor.sdk._logging import log
-from rag_monitor.sdk.config import REDACTED, CaptureConfig
+from rag_monitor.sdk.config import CaptureConfig
+from rag_monitor.sdk.handles import Stage, _SpanHandle
 from rag_monitor.sdk.ids import format_trace_id
 from rag_monitor.sdk.noop import NOOP_QUERY, NOOP_STAGE, NoopQuery, NoopStage, check_filter_kind
+from rag_monitor.sdk.stages import FilterStage, GenerateStage, RerankStage, RetrieveStage
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Tracer
 
-"""Why the pipeline refused (not in ``semconv`` yet)."""
+__all__ = ["FilterStage", "GenerateStage", "Query", "RerankStage", "RetrieveStage", "Stage", "current_query"]
 
 _KIND = semconv.OPENINFERENCE_SPAN_KIND
 _STAGE = semconv.RAG_STAGE
@@ -55,281 +54,6 @@ _current_query: contextvars.ContextVar[Query | NoopQuery] = contextvars.ContextV
 def current_query() -> Query | NoopQuery:
     """The query whose ``with`` block is running in this thread or task, else a no-op query."""
     return _current_query.get()
-
-
-def _record_error(span: Any, exc: BaseException) -> None:
-    if isinstance(exc, Exception):
-        span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-
-
-class _DocumentKeys:
-    """Flattened attribute keys per document index, built once (f-strings cost on the hot path)."""
-
-    def __init__(self, prefix: str) -> None:
-        self._prefix = prefix
-        self._keys: list[tuple[str, str, str, str]] = []
-
-    def __getitem__(self, i: int) -> tuple[str, str, str, str]:
-        keys = self._keys
-        while len(keys) <= i:
-            p = f"{self._prefix}.{len(keys)}."
-            keys.append(
-                (
-                    p + semconv.DOCUMENT_ID,
-                    p + semconv.DOCUMENT_CONTENT,
-                    p + semconv.DOCUMENT_SCORE,
-                    p + semconv.DOCUMENT_METADATA,
-                )
-            )
-        return keys[i]
-
-
-_RETRIEVED_KEYS = _DocumentKeys(semconv.RETRIEVAL_DOCUMENTS)
-_RERANK_IN_KEYS = _DocumentKeys(semconv.RERANKER_INPUT_DOCUMENTS)
-_RERANK_OUT_KEYS = _DocumentKeys(semconv.RERANKER_OUTPUT_DOCUMENTS)
-_EXCLUDED_KEYS = _DocumentKeys(semconv.RAG_FILTER_EXCLUDED_DOCUMENTS)
-
-
-def _document_fields(doc: Any) -> tuple[Any, Any, Any, Any]:
-    """(id, content, score, metadata) of a dict, a plain string or an object with attributes."""
-    if isinstance(doc, dict):
-        content = doc.get("content")
-        if content is None:
-            content = doc.get("page_content", doc.get("text"))
-        return doc.get("id"), content, doc.get("score"), doc.get("metadata")
-    if isinstance(doc, str):
-        return None, doc, None, None
-    content = getattr(doc, "content", None)
-    if content is None:
-        content = getattr(doc, "page_content", getattr(doc, "text", None))
-    if content is None and getattr(doc, "id", None) is None:
-        raise TypeError(f"not a document: {type(doc).__name__}")
-    return getattr(doc, "id", None), content, getattr(doc, "score", None), getattr(doc, "metadata", None)
-
-
-class _SpanHandle:
-    """Shared by the query and its stages: content capture, truncation, errors, ending."""
-
-    __slots__ = ("_span", "_capture", "_truncated", "_entered", "_ended")
-
-    def __init__(self, span: Any, capture: CaptureConfig) -> None:
-        self._span = span
-        self._capture = capture
-        self._truncated: list[str] | None = None
-        self._entered = False
-        self._ended = False
-
-    @property
-    def is_recording(self) -> bool:
-        """False when the span is not sampled: skip building expensive attributes."""
-        return self._span.is_recording()
-
-    def _clip(self, key: str, value: Any) -> str:
-        text = value if isinstance(value, str) else str(value)
-        limit = self._capture.max_string_length
-        if limit and len(text) > limit:
-            if self._truncated is None:
-                self._truncated = []
-            self._truncated.append(key)
-            return text[:limit]
-        return text
-
-    def _text(self, attrs: dict[str, Any], key: str, value: Any, hidden: bool) -> None:
-        if value is not None:
-            attrs[key] = REDACTED if hidden else self._clip(key, value)
-
-    def _set(self, attrs: dict[str, Any]) -> None:
-        if self._truncated:
-            attrs[semconv.RAG_TRUNCATED] = tuple(self._truncated)
-        self._span.set_attributes(attrs)
-
-    def set_attribute(self, key: str, value: Any) -> None:
-        """Set any attribute on this span (strings are truncated like the rest)."""
-        try:
-            attrs = {key: self._clip(key, value) if isinstance(value, str) else value}
-            self._set(attrs)
-        except Exception:  # noqa: BLE001
-            log.internal_error("set_attribute")
-
-    def input(self, value: Any) -> None:
-        """The stage's input (e.g. the query a rewrite stage received): ``input.value``."""
-        try:
-            attrs: dict[str, Any] = {}
-            self._text(attrs, semconv.INPUT_VALUE, value, self._capture.hide_inputs)
-            self._set(attrs)
-        except Exception:  # noqa: BLE001
-            log.internal_error("input")
-
-    def output(self, value: Any) -> None:
-        """The stage's output (e.g. the rewritten query): ``output.value``."""
-        try:
-            attrs: dict[str, Any] = {}
-            self._text(attrs, semconv.OUTPUT_VALUE, value, self._capture.hide_outputs)
-            self._set(attrs)
-        except Exception:  # noqa: BLE001
-            log.internal_error("output")
-
-    def end(self, end_time_ns: int | None = None) -> None:
-        """End the span now, or at ``end_time_ns`` when replaying recorded queries (a ``with`` block ends it on exit)."""
-        if self._ended:
-            return
-        self._ended = True
-        try:
-            self._span.end(end_time=end_time_ns)
-        except Exception:  # noqa: BLE001
-            log.internal_error("end")
-
-    def _end_unentered(self) -> None:
-        """A bare (never entered) stage is an instant: it ends when it started."""
-        if self._ended:
-            return
-        self._ended = True
-        try:
-            self._span.end(end_time=getattr(self._span, "start_time", None))
-        except Exception:  # noqa: BLE001
-            log.internal_error("end")
-
-    def _exit(self, exc: BaseException | None) -> None:
-        try:
-            if exc is not None:
-                _record_error(self._span, exc)
-        except Exception:  # noqa: BLE001 - never replace the app's exception with ours
-            log.internal_error("record error")
-        self.end()
-
-
-class Stage(_SpanHandle):
-    """One pipeline stage's span; a context manager (sync and async) or a bare instant."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> Stage:
-        self._entered = True
-        return self
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        self._exit(exc)
-        return False
-
-    async def __aenter__(self) -> Stage:
-        return self.__enter__()
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        self._exit(exc)
-        return False
-
-
-class _DocumentStage(Stage):
-    __slots__ = ()
-
-    def _documents(self, keys: _DocumentKeys, docs: Iterable[Any]) -> None:
-        if not self._span.is_recording():
-            return
-        try:
-            hide = self._capture.hide_document_content
-            attrs: dict[str, Any] = {}
-            i = 0
-            for doc in docs:
-                try:
-                    if type(doc) is dict and "content" in doc:  # the common shape, without a call
-                        doc_id, content = doc.get("id"), doc["content"]
-                        score, metadata = doc.get("score"), doc.get("metadata")
-                    else:
-                        doc_id, content, score, metadata = _document_fields(doc)
-                    if score is not None:
-                        score = float(score)
-                    if metadata is not None and not isinstance(metadata, str):
-                        metadata = json.dumps(metadata, default=str, ensure_ascii=False)
-                except Exception as err:  # noqa: BLE001 - junk from the app: skip that one document
-                    log.warning("bad-document", "rag_monitor: skipped a document it cannot read: %r", err)
-                    continue
-                id_key, content_key, score_key, metadata_key = keys[i]
-                i += 1
-                if doc_id is not None:
-                    attrs[id_key] = str(doc_id)
-                if content is not None:
-                    attrs[content_key] = REDACTED if hide else self._clip(content_key, content)
-                if score is not None:
-                    attrs[score_key] = score
-                if metadata is not None:
-                    attrs[metadata_key] = self._clip(metadata_key, metadata)
-            self._set(attrs)
-        except Exception:  # noqa: BLE001
-            log.internal_error("documents")
-
-
-class FilterStage(_DocumentStage):
-    """A filter: ``result()`` records its outcome when it is known only after filtering."""
-
-    __slots__ = ()
-
-    def result(self, candidates_out: int | None = None, excluded_ids: Iterable[Any] | None = None) -> None:
-        try:
-            attrs: dict[str, Any] = {}
-            if candidates_out is not None:
-                attrs[semconv.RAG_FILTER_CANDIDATES_OUT] = int(candidates_out)
-            if excluded_ids is not None:
-                attrs[semconv.RAG_FILTER_EXCLUDED_IDS] = tuple(str(i) for i in excluded_ids)
-            self._set(attrs)
-        except Exception:  # noqa: BLE001
-            log.internal_error("filter.result")
-
-    def excluded_documents(self, docs: Iterable[Any]) -> None:
-        """The documents the filter removed, with content, so reviewers can judge them blind."""
-        self._documents(_EXCLUDED_KEYS, docs)
-
-
-class RetrieveStage(_DocumentStage):
-    """A retrieval (RETRIEVER span): ``documents()`` records what came back, best first."""
-
-    __slots__ = ()
-
-    def documents(self, docs: Iterable[Any]) -> None:
-        """Dicts ``{"id", "content", "score", "metadata"}``, strings, or objects with those attributes."""
-        self._documents(_RETRIEVED_KEYS, docs)
-
-
-class RerankStage(_DocumentStage):
-    """A rerank (RERANKER span): ``documents()`` is its output, ``input_documents()`` its input."""
-
-    __slots__ = ()
-
-    def documents(self, docs: Iterable[Any]) -> None:
-        self._documents(_RERANK_OUT_KEYS, docs)
-
-    def input_documents(self, docs: Iterable[Any]) -> None:
-        self._documents(_RERANK_IN_KEYS, docs)
-
-
-class GenerateStage(Stage):
-    """The LLM call (LLM span): token counts and time to first token."""
-
-    __slots__ = ("_t0",)
-
-    def __init__(self, span: Any, capture: CaptureConfig) -> None:
-        super().__init__(span, capture)
-        self._t0 = time.perf_counter()
-
-    def tokens(self, prompt: int | None = None, completion: int | None = None) -> None:
-        try:
-            attrs: dict[str, Any] = {}
-            if prompt is not None:
-                attrs[semconv.LLM_TOKEN_COUNT_PROMPT] = attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = int(prompt)
-            if completion is not None:
-                attrs[semconv.LLM_TOKEN_COUNT_COMPLETION] = attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = int(completion)
-            if prompt is not None and completion is not None:
-                attrs[semconv.LLM_TOKEN_COUNT_TOTAL] = int(prompt) + int(completion)
-            self._set(attrs)
-        except Exception:  # noqa: BLE001
-            log.internal_error("tokens")
-
-    def first_token(self) -> None:
-        """Call when the first token arrives: records seconds since the stage started."""
-        try:
-            self._span.set_attribute(semconv.RAG_TIME_TO_FIRST_TOKEN, time.perf_counter() - self._t0)
-        except Exception:  # noqa: BLE001
-            log.internal_error("first_token")
 
 
 class Query(_SpanHandle):
@@ -482,11 +206,26 @@ class Query(_SpanHandle):
         model: str | None = None,
         vectors: Iterable[Iterable[float]] | None = None,
         texts: Iterable[Any] | None = None,
+        tokens: int | None = None,
+        role: str = semconv.EMBEDDING_ROLE_QUERY,
     ) -> Stage | NoopStage:
-        """Embeddings (EMBEDDING span), e.g. the query's vector, so the agent can watch drift."""
+        """Embeddings (EMBEDDING span), so the agent can watch drift and price the call.
+
+        ``role`` says whose vectors these are: ``"query"`` (the default: the query's vector) or
+        ``"document"``; ``tokens`` are the input tokens the embedding call used.
+        """
         attrs: dict[str, Any] = {_KIND: semconv.SPAN_KIND_EMBEDDING, _STAGE: semconv.STAGE_EMBED}
         if model is not None:
             attrs[semconv.EMBEDDING_MODEL_NAME] = str(model)
+        if role in semconv.EMBEDDING_ROLES:
+            attrs[semconv.RAG_EMBEDDING_ROLE] = role
+        else:
+            log.warning("bad-embedding-role", "rag_monitor: ignored role=%r (use 'query' or 'document')", role)
+        try:
+            if tokens is not None:
+                attrs[semconv.LLM_TOKEN_COUNT_PROMPT] = attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = int(tokens)
+        except (TypeError, ValueError):
+            log.warning("bad-tokens", "rag_monitor: ignored tokens=%r (not an int)", tokens)
         stage = self._start(Stage, semconv.STAGE_EMBED, attrs)
         if (vectors is None and texts is None) or not stage.is_recording:
             return stage
@@ -499,8 +238,10 @@ class Query(_SpanHandle):
                     more[f"{prefix}.{i}.{semconv.EMBEDDING_VECTOR}"] = tuple(map(float, vector))
             if texts is not None:
                 for i, text in enumerate(texts):
+                    if capture.hide_embedding_text:
+                        break  # hidden text is not sent
                     key = f"{prefix}.{i}.{semconv.EMBEDDING_TEXT}"
-                    more[key] = REDACTED if capture.hide_embedding_text else stage._clip(key, text)
+                    more[key] = stage._clip(key, text)
             stage._set(more)
         except Exception:  # noqa: BLE001 - e.g. a vector with a non-number in it
             log.internal_error("embed vectors")

@@ -27,7 +27,8 @@ def _trace(n: int, with_vector: list[float] | None = None) -> list[Span]:
         span(0, sc.RAG_QUERY_SPAN_NAME, None, {sc.INPUT_VALUE: f"q{n}", sc.OUTPUT_VALUE: f"a{n}"}),
     ]
     if with_vector is not None:
-        spans.insert(0, span(3, "embed", root_id, {sc.RAG_STAGE: "embed", sc.EMBEDDING_MODEL_NAME: "m", "embedding.embeddings.0.embedding.vector": with_vector}))
+        spans.insert(0, span(3, "embed", root_id, {sc.RAG_STAGE: "embed", sc.EMBEDDING_MODEL_NAME: "m", sc.RAG_EMBEDDING_ROLE: "query",
+                                                   "embedding.embeddings.0.embedding.vector": with_vector}))
     return spans
 
 
@@ -76,7 +77,7 @@ def test_missing_root_times_out_and_is_counted():
     clock.now += 2
     out = assembler.expire()
     assert out.dropped_traces["root_timeout"] == 1
-    assert out.assembled_without_root == 1 and len(out.records) == 1  # stages kept, counted apart
+    assert out.partial_traces == 1 and out.records == []  # stages without their query: not a query
     assert assembler.pending_traces == 0
 
 
@@ -95,12 +96,52 @@ def test_spans_per_trace_bounded():
     assert out.dropped_spans["trace_too_large"] == 1
 
 
-def test_embedding_dimension_first_seen_wins():
+def test_one_truncated_vector_never_fixes_the_dimension():
     assembler = TraceAssembler()
-    first = assembler.add(_trace(1, with_vector=[0.1] * 4))
-    assert first.records[0].query_embedding == [0.1] * 4 and first.rejected_embeddings == 0
-    second = assembler.add(_trace(2, with_vector=[0.1] * 5))
-    assert second.rejected_embeddings == 1 and second.records[0].query_embedding is None
+    first = assembler.add(_trace(1, with_vector=[0.1] * 3))  # the very first vector is truncated
+    assert first.records[0].query_embedding == [0.1] * 3 and first.rejected_embeddings == 0
+    for n in range(2, 7):  # the model's real dimension is not blocked by it
+        out = assembler.add(_trace(n, with_vector=[0.1] * 4))
+        assert out.rejected_embeddings == 0 and out.records[0].query_embedding == [0.1] * 4
+    odd = assembler.add(_trace(7, with_vector=[0.1] * 3))  # a later stray vector is rejected, counted
+    assert odd.rejected_embeddings == 1 and odd.records[0].query_embedding is None
+    assert assembler.add(_trace(8, with_vector=[0.1] * 4)).records[0].query_embedding == [0.1] * 4
+
+
+def test_a_real_change_of_dimension_wins_within_the_window():
+    assembler = TraceAssembler()
+    for n in range(3):
+        assembler.add(_trace(n, with_vector=[0.1] * 4))
+    accepted = [assembler.add(_trace(10 + n, with_vector=[0.2] * 6)).rejected_embeddings == 0 for n in range(4)]
+    assert accepted == [False, False, True, True]  # the new dimension wins once it is the majority (ties: the newest)
+
+
+def test_a_trace_whose_root_never_arrives_is_partial_not_a_query():
+    clock = FakeClock()
+    assembler = TraceAssembler(root_timeout_s=10, clock=clock)
+    assert assembler.add(_trace(1)[:2]).records == []  # retrieve and generate; rag.query lost
+    clock.now += 11
+    out = assembler.expire()
+    assert out.records == [] and out.partial_traces == 1 and out.assembled_without_root == 0
+
+
+def test_an_openinference_trace_whose_topmost_span_is_a_stage_is_partial():
+    clock = FakeClock()
+    assembler = TraceAssembler(root_timeout_s=10, clock=clock)
+    t, missing_root = "a" * 32, "b" * 16
+    spans = [Span(t, "c" * 16, missing_root, "retriever", 1, 10, 20, attributes={sc.OPENINFERENCE_SPAN_KIND: "RETRIEVER"}),
+             Span(t, "d" * 16, missing_root, "llm", 1, 20, 90, attributes={sc.OPENINFERENCE_SPAN_KIND: "LLM", sc.LLM_TOKEN_COUNT_PROMPT: 5})]
+    assembler.add(spans)
+    clock.now += 11
+    out = assembler.expire()
+    assert out.records == [] and out.partial_traces == 1
+    # a chain with a remote parent (an upstream service's context) is still a query
+    chain = Span("e" * 32, "f" * 16, "9" * 16, "rag_chain", 1, 5, 95, attributes={sc.OPENINFERENCE_SPAN_KIND: "CHAIN", sc.INPUT_VALUE: "q"})
+    llm = Span("e" * 32, "1" * 16, "f" * 16, "llm", 1, 20, 90, attributes={sc.OPENINFERENCE_SPAN_KIND: "LLM"})
+    assembler.add([llm, chain])
+    clock.now += 11
+    out = assembler.expire()
+    assert [r.query for r in out.records] == ["q"] and out.assembled_without_root == 1 and out.partial_traces == 0
 
 
 def test_not_rag_trace_counted():

@@ -219,6 +219,9 @@ def test_llama_index_openinference(llama_index_instrumented):
     # .predict wraps .complete: one call, tokens once.
     assert sum(1 for s in spans if s.attributes.get("openinference.span.kind") == "LLM") == 2
     assert (record.llm_calls, record.prompt_tokens, record.completion_tokens, record.llm_model) == (1, 150, 11, "gpt-4o-mini")
+    # nested embedding spans too: one embedding call, one LLM call, each with its model
+    assert sorted((c.kind, c.model, c.input_tokens, c.output_tokens) for c in record.model_calls) == [
+        ("embedding", next(c.model for c in record.model_calls if c.kind == "embedding"), 0, 0), ("llm", "gpt-4o-mini", 150, 11)]
     # Nested same-kind spans time one stage each (outermost).
     assert sorted(s.name for s in record.stages) == ["embed", "generate", "retrieve"]
     assert record.query_embedding == [0.5] * 8

@@ -186,3 +186,58 @@ def test_json_attribute_values_never_escape(value):
         decode_export_request(body, JSON, limits=LIMITS)
     except OTLPDecodeError:
         pass
+
+
+def _two_traces():
+    first, second = _sdk_spans(), _sdk_spans()
+    assert first[0].context.trace_id != second[0].context.trace_id
+    return first, second
+
+
+def test_gzip_of_several_members_is_read_whole():
+    """RFC 1952: a gzip file may be several members; the body is their concatenation."""
+    first, second = _two_traces()
+    body = gzip.compress(protobuf_body(first)) + gzip.compress(protobuf_body(second))
+    result = decode_export_request(body, PROTOBUF, "gzip", limits=LIMITS)
+    whole = decode_export_request(protobuf_body(first) + protobuf_body(second), PROTOBUF, limits=LIMITS)
+    assert len(result.spans) == len(first) + len(second) == 6  # protobuf messages concatenate
+    assert result.spans == whole.spans
+
+
+def test_several_members_share_one_size_limit():
+    one = gzip.compress(b"\x00" * 6_000)
+    with pytest.raises(BodyTooLarge):
+        decode_export_request(one + one, PROTOBUF, "gzip", limits=IngestLimits(max_body_bytes=10_000))
+
+
+@pytest.mark.parametrize("trailer", [b"garbage", b"\x00\x00\x00\x00", b"\x1f"])
+def test_trailing_garbage_after_gzip_is_a_clear_error(trailer):
+    body = gzip.compress(protobuf_body(_sdk_spans())) + trailer
+    with pytest.raises(OTLPDecodeError, match="trailing data after the gzip stream") as caught:
+        decode_export_request(body, PROTOBUF, "gzip", limits=LIMITS)
+    assert not isinstance(caught.value, (BodyTooLarge, UnsupportedMediaType))  # a 400
+
+
+def test_trailing_garbage_after_deflate_is_an_error():
+    import zlib
+
+    with pytest.raises(OTLPDecodeError, match="trailing data after the deflate stream"):
+        decode_export_request(zlib.compress(protobuf_body(_sdk_spans())) + b"x", PROTOBUF, "deflate", limits=LIMITS)
+
+
+def test_scope_and_links_survive_decode_and_encode():
+    from opentelemetry.trace import Link
+
+    with memory_tracer() as (provider, exporter):
+        tracer = provider.get_tracer("my.lib", "2.0", attributes={"lib.owner": "team"})
+        with tracer.start_as_current_span("a") as a:
+            pass
+        with tracer.start_as_current_span("b", links=[Link(a.get_span_context(), {"why": "retry"})]):
+            pass
+        spans = exporter.get_finished_spans()
+    for body, ctype in ((protobuf_body(spans), PROTOBUF), (json_body(spans), JSON)):
+        decoded = decode_export_request(body, ctype, limits=LIMITS).spans
+        b = next(s for s in decoded if s.name == "b")
+        assert (b.scope.name, b.scope.version, b.scope.attributes) == ("my.lib", "2.0", {"lib.owner": "team"})
+        assert [(link.span_id, link.attributes) for link in b.links] == [(format(a.get_span_context().span_id, "016x"), {"why": "retry"})]
+        assert decode_export_request(encode_export_request(decoded), PROTOBUF, limits=LIMITS).spans == decoded

@@ -39,3 +39,26 @@ def test_glob_and_exact():
 def test_bad_tables_raise(bad):
     with pytest.raises(ValueError, match="x|models"):
         PriceTable.from_mapping(bad)
+
+
+def test_cached_prompt_tokens_at_the_cached_rate():
+    prices = PriceTable.from_mapping({"models": {"a": {"input": 2.0, "output": 8.0, "cached_input": 0.5}, "b": {"input": 2.0, "output": 8.0}}})
+    # 1M prompt tokens of which 400k cached, 100k completion
+    assert prices.cost("a", 1_000_000, 100_000, 400_000) == pytest.approx(0.6 * 2.0 + 0.4 * 0.5 + 0.1 * 8.0)
+    assert prices.cost("b", 1_000_000, 100_000, 400_000) == pytest.approx(2.0 + 0.8)  # no cached column: input rate
+    with pytest.raises(ValueError, match="cached_input"):
+        PriceTable.from_mapping({"models": {"c": {"input": 1, "cached_input": "cheap"}}})
+
+
+def test_each_call_at_its_own_models_price_with_the_shipped_table():
+    """The issue's example: router on gpt-4o-mini (1,000 + 10), generator on gpt-4o (1,000 + 200)."""
+    from rag_monitor.record import ModelCall
+
+    prices = PriceTable.load(ROOT / "collectors" / "prices.yaml")
+    router, generator = ModelCall("llm", "gpt-4o-mini", 1000, 10), ModelCall("llm", "gpt-4o", 1000, 200)
+    assert prices.call_cost(generator) == pytest.approx(0.0045)
+    assert prices.call_cost(router) == pytest.approx(0.000156)
+    embedding = ModelCall("embedding", "text-embedding-3-small", 50_000)
+    assert prices.call_cost(embedding) == pytest.approx(0.001)  # the embedding rows are live
+    cached = ModelCall("llm", "gpt-4o", 1000, 200, cached_input_tokens=800)
+    assert prices.call_cost(cached) == pytest.approx((200 * 2.5 + 800 * 1.25 + 200 * 10) / 1e6)

@@ -118,17 +118,27 @@ def test_presidio_is_optional():
         pytest.skip("presidio installed: the ImportError path cannot be checked")
 
 
-def test_redact_span_every_string_never_ids():
+def test_redact_span_every_string_ids_become_pseudonyms():
     span = Span("1" * 32, "2" * 16, None, "rag.query", 1, 1, 2, attributes={
         "input.value": "mail me at a@b.io", "tags": ["x", "ip 10.1.2.3"], "retrieval.documents.0.document.id": "a@b.io",
         "session.id": "4111111111111111", "n": 4111111111111111, "nested": {"k": "call 555-123-4567"},
+        "retrieval.documents.1.document.id": "doc-1", "llm.model_name": "gpt-4o-2024-08-06",
     })
     counts = R.redact_span(span)
-    assert counts == {"email": 1, "ip": 1, "phone": 1}
+    assert counts == {"email": 2, "ip": 1, "phone": 1, "card": 1}
     a = span.attributes
     assert a["input.value"] == "mail me at <EMAIL>" and a["tags"] == ["x", "ip <IP>"] and a["nested"] == {"k": "call <PHONE>"}
-    assert a["retrieval.documents.0.document.id"] == "a@b.io" and a["session.id"] == "4111111111111111" and a["n"] == 4111111111111111
-    assert span.trace_id == "1" * 32
+    # identifiers with PII: one keyed pseudonym per value, the same wherever the value appears
+    assert a["retrieval.documents.0.document.id"] == R.pseudonym("a@b.io") != R.pseudonym("4111111111111111")
+    assert a["session.id"] == R.pseudonym("4111111111111111") and a["session.id"].startswith("pii-")
+    assert a["retrieval.documents.1.document.id"] == "doc-1" and a["llm.model_name"] == "gpt-4o-2024-08-06"
+    assert a["n"] == 4111111111111111 and span.trace_id == "1" * 32
+
+
+def test_pseudonyms_are_keyed():
+    one, same, other = Redactor(pseudonym_key=b"k1"), Redactor(pseudonym_key=b"k1"), Redactor(pseudonym_key=b"k2")
+    assert one.pseudonym("jane@example.com") == same.pseudonym("jane@example.com") != other.pseudonym("jane@example.com")
+    assert not Redactor().redact_text(one.pseudonym("4111111111111111"))[1]  # a pseudonym is never PII itself
 
 
 def test_redact_record():
@@ -138,6 +148,7 @@ def test_redact_record():
     counts = R.redact_record(record)
     assert counts == {"email": 3, "phone": 1, "card": 1}  # the shared document counted once
     assert (record.query, record.answer, doc.content, record.feedback[0].reason) == ("I am <EMAIL>", "call <PHONE>", "contact <EMAIL>", "card <CARD>")
+    assert record.user_id == R.pseudonym("u@corp.com")
 
 
 def test_records_assembled_from_redacted_spans_are_clean():
@@ -156,5 +167,5 @@ def test_records_assembled_from_redacted_spans_are_clean():
     record = TraceAssembler().add(spans).records[0]
     assert counts == {"email": 2, "phone": 1, "card": 1, "iban": 1}
     assert record.query == "my card <CARD> was charged" and record.answer == "Refund sent to <IBAN>."
-    assert record.delivered[0].content == "Ask <EMAIL> or call <PHONE>." and record.user_id == "<EMAIL>"
+    assert record.delivered[0].content == "Ask <EMAIL> or call <PHONE>." and record.user_id == R.pseudonym("jo@corp.com")
     assert R.redact_record(record) == {}  # nothing left to find

@@ -42,7 +42,7 @@ def test_truncation_cuts_strings_and_names_the_keys(exporter):
     assert spans["filter"][semconv.RAG_TRUNCATED] == (semconv.RAG_FILTER_PREDICATE,)
 
 
-def test_hiding_replaces_text_and_drops_vectors(exporter):
+def test_hiding_leaves_content_out_and_marks_it_hidden(exporter):
     capture = CaptureConfig(
         hide_inputs=True,
         hide_outputs=True,
@@ -52,15 +52,17 @@ def test_hiding_replaces_text_and_drops_vectors(exporter):
     )
     spans = traced(exporter, capture)
     root = spans["rag.query"]
-    assert root[semconv.INPUT_VALUE] == REDACTED
-    assert root[semconv.OUTPUT_VALUE] == REDACTED
-    assert spans["rewrite"][semconv.OUTPUT_VALUE] == REDACTED
+    # hidden content is not sent at all, and the root says what was hidden (no placeholder text)
+    assert root[semconv.RAG_CONTENT_HIDDEN] == ("query", "answer", "documents")
+    assert semconv.INPUT_VALUE not in root and semconv.OUTPUT_VALUE not in root
+    assert semconv.OUTPUT_VALUE not in spans["rewrite"]
     retrieve = spans["retrieve"]
-    assert retrieve["retrieval.documents.0.document.content"] == REDACTED
+    assert "retrieval.documents.0.document.content" not in retrieve
     assert retrieve["retrieval.documents.0.document.id"] == "d1"  # ids are not content
     assert "embedding.embeddings.0.embedding.vector" not in spans["embed"]
-    assert spans["embed"]["embedding.embeddings.0.embedding.text"] == REDACTED
+    assert "embedding.embeddings.0.embedding.text" not in spans["embed"]
     assert semconv.RAG_TRUNCATED not in root
+    assert all(REDACTED not in str(attrs) for attrs in spans.values())
 
 
 def test_capture_precedence_argument_then_environment_then_default(monkeypatch):

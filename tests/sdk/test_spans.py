@@ -153,9 +153,21 @@ def test_embed_records_vectors_and_texts(monitor, exporter):
         semconv.OPENINFERENCE_SPAN_KIND: "EMBEDDING",
         semconv.RAG_STAGE: "embed",
         semconv.EMBEDDING_MODEL_NAME: "all-MiniLM-L6-v2",
+        semconv.RAG_EMBEDDING_ROLE: "query",
         "embedding.embeddings.0.embedding.vector": (0.1, 0.2, 0.3),
         "embedding.embeddings.0.embedding.text": "q",
     }
+
+
+def test_embed_documents_with_their_token_count(monitor, exporter):
+    with monitor.query("q") as q:
+        q.embed(model="text-embedding-3-small", vectors=[[0.1, 0.2]], tokens=42, role="document")
+        with q.generate(model="gpt-4o") as g:
+            g.tokens(prompt=1000, completion=200, cached_prompt=800)
+    spans = spans_by_name(exporter.get_finished_spans())
+    embed, generate = spans["embed"].attributes, spans["generate"].attributes
+    assert embed[semconv.RAG_EMBEDDING_ROLE] == "document" and embed[semconv.LLM_TOKEN_COUNT_PROMPT] == 42
+    assert generate[semconv.LLM_TOKEN_COUNT_PROMPT_CACHE_READ] == generate[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 800
 
 
 def test_timed_filter_with_result_and_refusal(monitor, exporter):

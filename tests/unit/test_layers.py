@@ -1,6 +1,7 @@
 """Imports point one way, down the layers of DESIGN.md; no plane reaches sideways into another.
 
-    semconv, record, settings, templating            the bottom
+    semconv, record, settings, config_files,
+    templating, defaults (shipped config files)      the bottom
     sdk (on semconv alone); collectors, store, alerts  on the bottom
     review, detectors, faithfulness                  on store (and the bottom)
     agent                                            composes them all
@@ -22,7 +23,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "rag_monitor"
 
 LAYER = {
-    "semconv": 0, "record": 0, "settings": 0, "templating": 0,
+    "semconv": 0, "record": 0, "settings": 0, "templating": 0, "config_files": 0,
+    "defaults": 0,  # the shipped config files (data) and their sync script
     "sdk": 1, "collectors": 1, "store": 1, "alerts": 1,
     "review": 2, "detectors": 2, "faithfulness": 2, "models": 2,
     "agent": 3,

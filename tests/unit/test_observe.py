@@ -18,7 +18,7 @@ def record(i: int, **fields) -> QueryRecord:
 
 def observer(**kwargs) -> tuple[QueryObserver, CollectorRegistry]:
     registry = CollectorRegistry()
-    return QueryObserver(AgentMetrics(registry), lambda model, p, c: 0.001 if model == "known" else None, **kwargs), registry
+    return QueryObserver(AgentMetrics(registry), lambda call: 0.001 if call.model == "known" else None, **kwargs), registry
 
 
 def test_unbounded_label_values_fold_into_other():

@@ -1,0 +1,44 @@
+"""Per-span checks both decoders share: ids, string length, embedding vectors."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rag_monitor.collectors.config import IngestLimits
+from rag_monitor.collectors.otlp.spans import DecodeResult
+
+_VECTOR_PREFIX = "embedding.embeddings."
+_VECTOR_SUFFIX = ".embedding.vector"
+
+
+def valid_id(raw: bytes, size: int) -> bool:
+    return len(raw) == size and raw != b"\x00" * size
+
+
+class SpanChecks:
+    """Base of the protobuf and JSON decoders: the limits, and what they count."""
+
+    def __init__(self, limits: IngestLimits):
+        self.max_chars = limits.max_attribute_chars
+        self.max_dim = limits.max_embedding_dim
+        self.result = DecodeResult()
+
+    def _reject(self, reason: str) -> None:
+        self.result.reject(reason)
+
+    def _check_vector(self, attrs: dict[str, Any], key: str, values: list) -> None:
+        """Drop an embedding vector with NaN/inf or too many dimensions (counted)."""
+        if not (key.startswith(_VECTOR_PREFIX) and key.endswith(_VECTOR_SUFFIX)):
+            return
+        try:
+            ok = len(values) <= self.max_dim and all(map(math.isfinite, values))
+        except TypeError:  # a non-numeric element: not a vector
+            ok = False
+        if not ok:
+            del attrs[key]
+            self.result.rejected_embeddings += 1
+
+    def _truncate(self, value: str) -> str:
+        self.result.truncated_attributes += 1
+        return value[: self.max_chars]

@@ -1,0 +1,109 @@
+"""Protobuf ``ExportTraceServiceRequest`` -> ``Span`` objects.
+
+This is the agent's hot path, so attributes are converted with a hand-written loop over the
+protobuf objects rather than ``MessageToDict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from rag_monitor.collectors.otlp.checks import SpanChecks, valid_id
+from rag_monitor.collectors.otlp.spans import DecodeResult, Scope, Span, SpanEvent, SpanLink
+
+
+class ProtoDecoder(SpanChecks):
+    def decode(self, request: ExportTraceServiceRequest) -> DecodeResult:
+        spans = self.result.spans
+        for resource_spans in request.resource_spans:
+            resource = self._attributes(resource_spans.resource.attributes)
+            for scope_spans in resource_spans.scope_spans:
+                pb_scope = scope_spans.scope
+                scope = Scope(pb_scope.name, pb_scope.version, self._attributes(pb_scope.attributes)) if scope_spans.HasField("scope") else None
+                for pb in scope_spans.spans:
+                    trace_id, span_id, parent = pb.trace_id, pb.span_id, pb.parent_span_id
+                    if not valid_id(trace_id, 16):
+                        self._reject(f"span {pb.name!r}: trace id must be 16 non-zero bytes, got {len(trace_id)}")
+                        continue
+                    if not valid_id(span_id, 8):
+                        self._reject(f"span {pb.name!r}: span id must be 8 non-zero bytes, got {len(span_id)}")
+                        continue
+                    if parent and len(parent) != 8:
+                        self._reject(f"span {pb.name!r}: parent span id must be 8 bytes, got {len(parent)}")
+                        continue
+                    status = pb.status
+                    span = Span(
+                        trace_id.hex(),
+                        span_id.hex(),
+                        parent.hex() if parent and parent != b"\x00" * 8 else None,
+                        pb.name,
+                        pb.kind,
+                        pb.start_time_unix_nano,
+                        pb.end_time_unix_nano,
+                        status.code,
+                        status.message,
+                        self._attributes(pb.attributes),
+                        resource,
+                    )
+                    span.scope = scope
+                    if pb.events:
+                        span.events = [
+                            SpanEvent(e.name, e.time_unix_nano, self._attributes(e.attributes)) for e in pb.events
+                        ]
+                    if pb.links:
+                        span.links = [
+                            SpanLink(link.trace_id.hex(), link.span_id.hex(), self._attributes(link.attributes))
+                            for link in pb.links
+                            if valid_id(link.trace_id, 16) and valid_id(link.span_id, 8)
+                        ]
+                    spans.append(span)
+        return self.result
+
+    def _attributes(self, key_values: Iterable[KeyValue]) -> dict[str, Any]:
+        attrs: dict[str, Any] = {}
+        max_chars = self.max_chars
+        for kv in key_values:
+            value = kv.value
+            which = value.WhichOneof("value")
+            if which == "string_value":
+                text = value.string_value
+                attrs[kv.key] = text if len(text) <= max_chars else self._truncate(text)
+            elif which == "array_value":
+                values = value.array_value.values
+                first = values[0].WhichOneof("value") if values else None
+                if first == "double_value":
+                    # OTLP arrays are homogeneous: a float array (an embedding, typically) is
+                    # read in one comprehension instead of one dispatch per element.
+                    items = [v.double_value for v in values]
+                    attrs[kv.key] = items
+                    self._check_vector(attrs, kv.key, items)
+                else:
+                    attrs[kv.key] = [self._value(v) for v in values]
+            elif which is None:
+                attrs[kv.key] = None
+            else:
+                attrs[kv.key] = self._value(value)
+        return attrs
+
+    def _value(self, value: AnyValue) -> Any:
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            text = value.string_value
+            return text if len(text) <= self.max_chars else self._truncate(text)
+        if which == "double_value":
+            return value.double_value
+        if which == "int_value":
+            return value.int_value
+        if which == "bool_value":
+            return value.bool_value
+        if which == "array_value":
+            return [self._value(v) for v in value.array_value.values]
+        if which == "kvlist_value":
+            return self._attributes(value.kvlist_value.values)
+        if which == "bytes_value":
+            return value.bytes_value
+        return None

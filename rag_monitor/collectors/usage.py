@@ -1,0 +1,63 @@
+"""Model calls out of spans: which spans are LLM, embedding and rerank calls, with their model
+and tokens (prompt, completion, cached prompt), in the three dialects' attribute names."""
+
+from __future__ import annotations
+
+from rag_monitor import semconv as sc
+from rag_monitor.collectors.otlp import Span
+from rag_monitor.collectors.values import as_int
+from rag_monitor.record import ModelCall
+
+__all__ = ["CALL_EMBEDDING", "CALL_LLM", "CALL_RERANK", "call_kind", "model_call"]
+
+CALL_LLM, CALL_EMBEDDING, CALL_RERANK = "llm", "embedding", "rerank"
+_BY_SPAN_KIND = {sc.SPAN_KIND_LLM: CALL_LLM, sc.SPAN_KIND_EMBEDDING: CALL_EMBEDDING, sc.SPAN_KIND_RERANKER: CALL_RERANK}
+_BY_OPERATION = {
+    sc.GEN_AI_OPERATION_CHAT: CALL_LLM,
+    sc.GEN_AI_OPERATION_TEXT_COMPLETION: CALL_LLM,
+    sc.GEN_AI_OPERATION_GENERATE_CONTENT: CALL_LLM,
+    sc.GEN_AI_OPERATION_EMBEDDINGS: CALL_EMBEDDING,
+}
+_BY_STAGE = {sc.STAGE_GENERATE: CALL_LLM, sc.STAGE_EMBED: CALL_EMBEDDING, sc.STAGE_RERANK: CALL_RERANK}
+_MODEL_KEYS = {
+    CALL_LLM: (sc.LLM_MODEL_NAME, sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL),
+    CALL_EMBEDDING: (sc.EMBEDDING_MODEL_NAME, sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL),
+    CALL_RERANK: (sc.RERANKER_MODEL_NAME, sc.GEN_AI_REQUEST_MODEL, sc.GEN_AI_RESPONSE_MODEL),
+}
+
+
+def call_kind(span: Span) -> str | None:
+    """``llm``, ``embedding``, ``rerank`` or None: from the OpenInference kind, else the GenAI
+    operation, else the SDK stage (a ``generate`` stage is an LLM call whatever its kind)."""
+    attrs = span.attributes
+    kind = attrs.get(sc.OPENINFERENCE_SPAN_KIND)
+    if isinstance(kind, str) and kind.upper() in _BY_SPAN_KIND:
+        return _BY_SPAN_KIND[kind.upper()]
+    operation = attrs.get(sc.GEN_AI_OPERATION_NAME)
+    if isinstance(operation, str) and operation in _BY_OPERATION:
+        return _BY_OPERATION[operation]
+    stage = attrs.get(sc.RAG_STAGE)
+    return _BY_STAGE.get(stage) if isinstance(stage, str) else None
+
+
+def _first(attrs: dict, *keys: str):
+    return next((attrs[k] for k in keys if attrs.get(k) is not None), None)
+
+
+def model_call(span: Span, kind: str) -> ModelCall:
+    """The call ``span`` made; cached prompt tokens are part of the prompt tokens (both conventions)."""
+    a = span.attributes
+    model = _first(a, *_MODEL_KEYS[kind])
+    prompt = as_int(_first(a, sc.LLM_TOKEN_COUNT_PROMPT, sc.GEN_AI_USAGE_INPUT_TOKENS))
+    cached = as_int(_first(a, sc.LLM_TOKEN_COUNT_PROMPT_CACHE_READ, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS))
+    return ModelCall(
+        kind=kind,
+        model=str(model) if model not in (None, "") else None,
+        input_tokens=max(prompt, 0),
+        output_tokens=max(as_int(_first(a, sc.LLM_TOKEN_COUNT_COMPLETION, sc.GEN_AI_USAGE_OUTPUT_TOKENS)), 0),
+        cached_input_tokens=min(max(cached, 0), max(prompt, 0)),
+    )
+
+
+def has_tokens(call: ModelCall) -> bool:
+    return bool(call.input_tokens or call.output_tokens)

@@ -1,0 +1,131 @@
+"""The agent's config files ship inside the package and apply from any working directory; a
+configured file that is missing or does not parse stops the agent, naming the setting and file."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rag_monitor.config_files import CONFIG_FILES, ConfigFileError, config_path, load_config, shipped_path
+from rag_monitor.settings import AgentSettings
+from tests.services import free_port, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sync_module():
+    spec = importlib.util.spec_from_file_location("defaults_sync", ROOT / "rag_monitor" / "defaults" / "sync.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_packaged_copies_equal_the_operator_editable_sources():
+    problems = _sync_module().differences()
+    assert problems == [], "shipped defaults are out of date; run: python rag_monitor/defaults/sync.py\n" + "\n".join(problems)
+
+
+def test_every_file_setting_defaults_to_the_shipped_copy():
+    settings = AgentSettings()
+    assert set(_sync_module().FILES) == set(CONFIG_FILES.values())
+    for name, relative in CONFIG_FILES.items():
+        assert getattr(settings, name) == "default"
+        assert config_path(name, "default") == shipped_path(name) and shipped_path(name).is_file(), relative
+
+
+def test_a_missing_or_broken_configured_file_names_the_setting_and_the_file(tmp_path):
+    from rag_monitor.collectors.pricing import PriceTable
+
+    with pytest.raises(ConfigFileError, match=r"price_table \(RAG_MONITOR_PRICE_TABLE\).*nope\.yaml.*not found"):
+        load_config("price_table", str(tmp_path / "nope.yaml"), PriceTable.load, lambda: PriceTable([]))
+    broken = tmp_path / "prices.yaml"
+    broken.write_text("models: {gpt-4o: {input: [1, 2}\n")
+    with pytest.raises(ConfigFileError, match=r"price_table.*prices\.yaml"):
+        load_config("price_table", str(broken), PriceTable.load, lambda: PriceTable([]))
+    assert load_config("price_table", "", PriceTable.load, lambda: "none") == "none"
+
+
+def test_the_wheel_carries_the_defaults(tmp_path):
+    import shutil
+
+    source = tmp_path / "src"  # a copy: building leaves build/ and egg-info beside the sources
+    shutil.copytree(ROOT / "rag_monitor", source / "rag_monitor", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copyfile(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
+                   check=True, capture_output=True, timeout=300)
+    wheel = next(tmp_path.glob("rag_monitor-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"rag_monitor/defaults/{relative}" for relative in CONFIG_FILES.values()} <= names
+
+
+def _start(tmp_path: Path, **settings: str) -> tuple[subprocess.Popen, Path, dict[str, str]]:
+    cwd = tmp_path / "empty"
+    cwd.mkdir(exist_ok=True)
+    log = tmp_path / "agent.log"
+    ports = {"otlp": free_port(), "http": free_port()}
+    env = dict(os.environ, PYTHONPATH=str(ROOT), RAG_MONITOR_DATA_DIR=str(tmp_path / "data"), RAG_MONITOR_HHEM_MODEL_PATH="",
+               RAG_MONITOR_OTLP_PORT=str(ports["otlp"]), RAG_MONITOR_HTTP_PORT=str(ports["http"]), HF_HUB_OFFLINE="1",
+               **{f"RAG_MONITOR_{k.upper()}": v for k, v in settings.items()})
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "rag-monitor"), "agent"], cwd=cwd, env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    return proc, log, {k: f"http://127.0.0.1:{v}" for k, v in ports.items()}
+
+
+def test_a_missing_configured_file_stops_the_agent_at_start(tmp_path):
+    proc, log, _ = _start(tmp_path, price_table="collectors/prices.yaml")  # relative to an empty cwd
+    assert proc.wait(timeout=120) != 0
+    text = log.read_text()
+    assert "price_table" in text and "collectors/prices.yaml" in text and "not found" in text
+
+
+@pytest.mark.slow
+def test_agent_started_from_an_empty_directory_prices_detects_drift_and_redacts(tmp_path):
+    import rag_monitor
+    from prometheus_client.parser import text_string_to_metric_families
+
+    proc, log, urls = _start(tmp_path)
+    try:
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"agent exited: {log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(urls["http"] + "/readyz", timeout=1) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+
+        wait_until(ready, timeout=120, what="the agent started from an empty directory")
+        monitor = rag_monitor.init(service_name="svc", endpoint=urls["otlp"], release="r1")
+        try:
+            with monitor.query("My e-mail is jane.doe@example.com, how do I cancel?", session_id="s1") as q:
+                with q.generate(model="gpt-4o-mini") as g:
+                    g.tokens(prompt=1000, completion=10)
+                q.answer("Under Settings.")
+            monitor.force_flush()
+        finally:
+            monitor.shutdown()
+
+        def metric(name: str, **labels: str) -> float:
+            with urllib.request.urlopen(urls["http"] + "/metrics", timeout=5) as r:
+                text = r.read().decode()
+            return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                       if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+
+        wait_until(lambda: metric("rag_queries_total") == 1, timeout=30, what="the query counted")
+        assert metric("rag_cost_usd_total", model="gpt-4o-mini") == pytest.approx(0.000156)  # the shipped price table
+        assert metric("rag_agent_pii_redactions_total", kind="email") == 1  # the built-in rules
+        assert (tmp_path / "data" / "pseudonym.key").is_file()  # no key configured: one kept in the data dir
+        shipped_profiles = "query-mmd"  # the shipped detectors/profiles.yaml
+        assert shipped_profiles in log.read_text() and "drift profiles none" not in log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

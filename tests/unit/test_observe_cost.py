@@ -1,0 +1,54 @@
+"""Cost and tokens per model call, each call at its own model's price, exported by model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from rag_monitor.agent.observe import QueryObserver
+from rag_monitor.alerts.metrics import AgentMetrics
+from rag_monitor.collectors import PriceTable
+from rag_monitor.record import ModelCall, QueryRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+RV = {"release": "r1", "variant": "production"}
+
+
+def _observe(record: QueryRecord) -> tuple[float | None, CollectorRegistry]:
+    registry = CollectorRegistry()
+    prices = PriceTable.load(ROOT / "collectors" / "prices.yaml")
+    cost = QueryObserver(AgentMetrics(registry), prices.call_cost).observe(record)
+    return cost, registry
+
+
+def _record(*calls: ModelCall) -> QueryRecord:
+    return QueryRecord("1" * 32, "2" * 16, 0, 10**9, release="r1", model_calls=list(calls), llm_model="gpt-4o",
+                       prompt_tokens=2000, completion_tokens=210, llm_calls=2)
+
+
+def test_router_and_generator_billed_to_their_own_models():
+    cost, registry = _observe(_record(ModelCall("llm", "gpt-4o-mini", 1000, 10), ModelCall("llm", "gpt-4o", 1000, 200)))
+    by_model = lambda model: registry.get_sample_value("rag_cost_usd_total", {**RV, "model": model})  # noqa: E731
+    assert by_model("gpt-4o") == pytest.approx(0.0045) and by_model("gpt-4o-mini") == pytest.approx(0.000156)
+    assert cost == pytest.approx(0.004656)  # not 0.0071: every token at gpt-4o's price
+    assert registry.get_sample_value("rag_query_cost_usd_sum", RV) == pytest.approx(0.004656)
+    tokens = lambda kind, model: registry.get_sample_value("rag_tokens_total", {**RV, "kind": kind, "model": model})  # noqa: E731
+    assert (tokens("prompt", "gpt-4o-mini"), tokens("completion", "gpt-4o-mini")) == (1000, 10)
+    assert (tokens("prompt", "gpt-4o"), tokens("completion", "gpt-4o")) == (1000, 200)
+
+
+def test_embedding_and_cached_tokens_are_priced():
+    cost, registry = _observe(_record(ModelCall("embedding", "text-embedding-3-small", 50_000),
+                                      ModelCall("llm", "gpt-4o", 1000, 200, cached_input_tokens=800)))
+    assert registry.get_sample_value("rag_cost_usd_total", {**RV, "model": "text-embedding-3-small"}) == pytest.approx(0.001)
+    assert registry.get_sample_value("rag_tokens_total", {**RV, "kind": "cached_prompt", "model": "gpt-4o"}) == 800
+    assert cost == pytest.approx(0.001 + (200 * 2.5 + 800 * 1.25 + 200 * 10) / 1e6)
+
+
+def test_one_unpriced_call_leaves_the_query_cost_unknown_but_prices_the_rest():
+    cost, registry = _observe(_record(ModelCall("llm", "in-house-router", 100, 5), ModelCall("llm", "gpt-4o", 1000, 200)))
+    assert cost is None and registry.get_sample_value("rag_query_cost_usd_count", RV) is None
+    assert registry.get_sample_value("rag_unpriced_queries_total", {"model": "in-house-router"}) == 1
+    assert registry.get_sample_value("rag_cost_usd_total", {**RV, "model": "gpt-4o"}) == pytest.approx(0.0045)
