@@ -41,7 +41,8 @@ def phoenix_exporter(base_url: str, timeout_s: float = 5.0, headers: dict[str, s
 class ReadableSpans:
     """Turns the agent's decoded spans into the SDK's ``ReadableSpan``s that the exporter encodes.
 
-    Spans of one decoded resource share its attribute dict, so one ``Resource`` is built per dict;
+    Spans of one decoded resource (scope) share its attribute dict (``Scope``), so one ``Resource``
+    (``InstrumentationScope``) is built per batch for each; links and events go along;
     ``project`` fills ``openinference.project.name`` where the app did not choose one.
     """
 
@@ -54,7 +55,10 @@ class ReadableSpans:
     def __call__(self, spans: Sequence[Any]) -> list:
         from opentelemetry.sdk.resources import Resource
 
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
         resources: dict[int, Any] = {}
+        scopes: dict[int, Any] = {}
         out = []
         for span in spans:
             resource = resources.get(id(span.resource))
@@ -63,12 +67,17 @@ class ReadableSpans:
                 if self.project:
                     attributes.setdefault(semconv.OPENINFERENCE_PROJECT_NAME, self.project)
                 resource = resources[id(span.resource)] = Resource(attributes)
-            out.append(self._span(span, resource))
+            source = getattr(span, "scope", None)
+            scope = scopes.get(id(source)) if source is not None else self.scope
+            if scope is None:
+                scope = scopes[id(source)] = InstrumentationScope(
+                    source.name or SCOPE_NAME, source.version or None, attributes=source.attributes or None)
+            out.append(self._span(span, resource, scope))
         return out
 
-    def _span(self, span, resource):
+    def _span(self, span, resource, scope):
         from opentelemetry.sdk.trace import Event, ReadableSpan
-        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+        from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
         trace_id = int(span.trace_id, 16)
         context = SpanContext(trace_id, int(span.span_id, 16), is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
@@ -79,8 +88,10 @@ class ReadableSpans:
         kind = SpanKind(span.kind - 1) if 1 <= span.kind <= 5 else SpanKind.INTERNAL
         return ReadableSpan(
             name=span.name, context=context, parent=parent, resource=resource,
-            attributes=span.attributes, kind=kind, instrumentation_scope=self.scope,
+            attributes=span.attributes, kind=kind, instrumentation_scope=scope,
             events=[Event(e.name, e.attributes, e.time_ns) for e in span.events],
+            links=[Link(SpanContext(int(link.trace_id, 16), int(link.span_id, 16), is_remote=True), link.attributes)
+                   for link in getattr(span, "links", ())],
             status=Status(code, span.status_message or None if code is StatusCode.ERROR else None),
             start_time=span.start_ns, end_time=span.end_ns,
         )
