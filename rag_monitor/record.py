@@ -56,6 +56,19 @@ class FilterApplied:
         """The filter removed every candidate it was given."""
         return bool(self.candidates_in) and self.candidates_out == 0
 
+    @property
+    def removed_ids(self) -> list[str]:
+        """Ids the filter removed, named in ``excluded_ids`` or ``excluded_documents`` (either or both)."""
+        ids = dict.fromkeys(self.excluded_ids)
+        ids.update((d.id, None) for d in self.excluded_documents if d.id)
+        return list(ids)
+
+    @property
+    def removed_any(self) -> bool:
+        """The filter removed at least one of its (unfiltered top-k) candidates."""
+        fewer = self.candidates_in is not None and self.candidates_out is not None and self.candidates_out < self.candidates_in
+        return fewer or bool(self.excluded_ids) or bool(self.excluded_documents)
+
 
 @dataclass
 class Feedback:
@@ -66,6 +79,8 @@ class Feedback:
     time_ns: int
     reason: str | None = None
     value: float | str | None = None
+    span_id: str | None = None
+    """The feedback span's id: the event's identity, so a resent span is stored once."""
 
 
 @dataclass

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rag_monitor import semconv
-from rag_monitor.alerts.metrics import OTHER, AgentMetrics, LabelFolder
+from rag_monitor.agent.releases import ReleaseLabels
+from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.record import Feedback, ModelCall, QueryRecord
 
 _WORD = re.compile(r"\w+")
@@ -165,31 +166,17 @@ class QueryObserver:
         """``cost_of(call: ModelCall) -> float | None``: one call at its model's price (``PriceTable.call_cost``)."""
         self.intent = LabelFolder(top_intents)
         self.tenant = LabelFolder(top_tenants)
-        self.release = LabelFolder(top_releases)
+        self.releases = ReleaseLabels(metrics, top_releases)
+        """The N most recently first-seen releases per service, from the store (``releases.refresh``)."""
         self.variant = LabelFolder(len(semconv.VARIANTS), allowed=semconv.VARIANTS)
         self.stage = LabelFolder(len(semconv.STAGES), allowed=semconv.STAGES)
         self.feedback_kind = LabelFolder(len(semconv.FEEDBACK_KINDS), allowed=semconv.FEEDBACK_KINDS)
         self.filter_kind = LabelFolder(len(semconv.FILTER_KINDS), allowed=semconv.FILTER_KINDS)
         self.model = LabelFolder(20)
         self.clock = clock
-        self._first_seen: dict[tuple[str, str], float] = {}
 
     def labels_of(self, record: QueryRecord) -> tuple[str, str]:
-        return self.release(record.release), self.variant(record.variant)
-
-    def note_release(self, service: str, release: str, first_seen: float) -> None:
-        """Export a release's first-seen time (the store's, shared by every replica)."""
-        if not release or self.release(release) == OTHER:
-            return
-        key = (service or "unknown", release)
-        if self._first_seen.get(key) == first_seen:
-            return
-        self._first_seen[key] = first_seen
-        self.metrics.release_info.labels(*key).set(1)
-        self.metrics.release_first_seen.labels(*key).set(first_seen)
-
-    def known_release(self, service: str, release: str) -> bool:
-        return (service or "unknown", release) in self._first_seen
+        return self.releases.label(record.service, record.release), self.variant(record.variant)
 
     def observe(self, record: QueryRecord) -> float | None:
         """Update every query metric from ``record``; returns its cost in USD when priced."""
@@ -208,13 +195,18 @@ class QueryObserver:
 
         cost = self._observe_calls(record, release, variant)
 
+        # Per query, not per filter: the recording rules divide these by the query count.
+        outcomes: dict[str, set[str]] = {}
         for applied in record.filters:
-            kind = self.filter_kind(applied.kind)
-            m.filtered_queries.labels(release, variant, kind).inc()
+            seen = outcomes.setdefault(self.filter_kind(applied.kind), set())
             if applied.emptied:
-                m.filter_exclusions.labels(release, variant, kind, "emptied").inc()
-            if applied.excluded_ids:
-                m.filter_exclusions.labels(release, variant, kind, "removed_topk").inc()
+                seen.add("emptied")
+            if applied.removed_any:
+                seen.add("removed_topk")
+        for kind, seen in outcomes.items():
+            m.filtered_queries.labels(release, variant, kind).inc()
+            for outcome in seen:
+                m.filter_exclusions.labels(release, variant, kind, outcome).inc()
 
         for feedback in record.feedback:
             self.observe_feedback(record, feedback)

@@ -4,9 +4,10 @@
            -> metrics -> forward to Phoenix
 
 Order matters for "nothing acknowledged is lost": the store is written before metrics and
-forwarding, and when it fails the traces completed by this request are handed back to the
-assembler's pending state, so the exporter's retry (after our 503) assembles them again
-instead of being counted as late spans.
+forwarding, in one transaction per request (``agent/persist.py``), spans of traces still
+waiting for their root included; when it fails the traces completed by this request are handed
+back to the assembler's pending state, so the exporter's retry (after our 503) assembles them
+again instead of being counted as late spans.
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rag_monitor import semconv
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
+from rag_monitor.agent.persist import IngestWriter
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import TraceAssembler
 from rag_monitor.collectors.otlp import DecodeResult, decode_export_request
 from rag_monitor.collectors.redaction import Redactor
-from rag_monitor.record import Feedback, QueryRecord
+from rag_monitor.record import QueryRecord
 from rag_monitor.review.sampler import Sampler
-from rag_monitor.store import FeedbackEvent, Store, StoreUnavailable
+from rag_monitor.store import Store, StoreUnavailable
+
+ORPHAN_AGE_S = 3600.0
+"""Pending spans stored this long ago belong to a replica that died: no root will claim them."""
 
 @dataclass
 class IngestResult:
@@ -43,7 +47,7 @@ class IngestPipeline:
         store: Store,
         metrics: AgentMetrics,
         observer: QueryObserver,
-        regeneration: RegenerationDetector | None,
+        regeneration: RegenerationDetector | None = None,
         assembler: TraceAssembler,
         redactor: Redactor,
         sampler: Sampler,
@@ -56,6 +60,7 @@ class IngestPipeline:
         self.metrics = metrics
         self.observer = observer
         self.regeneration = regeneration
+        """Offered every batch of kept records (O(1)); its job checks them against the store."""
         self.assembler = assembler
         self.redactor = redactor
         self.sampler = sampler
@@ -64,10 +69,8 @@ class IngestPipeline:
         self.on_records = on_records
         """Called with every batch of kept records (the drift feed's O(1) offer)."""
         self.clock = clock
-        # The assembler's pending state and the store write move together (a failed write hands the
-        # traces back): one request at a time in there. Decoding, redaction, metrics and the O(1)
-        # hand-offs to regeneration, drift and forwarding (their store and network work runs on
-        # the scheduler's jobs) happen outside it, concurrently.
+        self.writer = IngestWriter(store, sampler, observer.releases, limits)
+        # The assembler is stateful: one request at a time (the regeneration check runs on its job).
         self._lock = threading.Lock()
 
     # --- the request path -----------------------------------------------------------------
@@ -83,14 +86,18 @@ class IngestPipeline:
             m.pii_redactions.labels(kind).inc(n)
 
         with self._lock:
-            output = self.assembler.add(spans)
             try:
-                late = self._persist(output.records, output.late_feedback)
+                merged = self.writer.with_stored_spans(spans)
+            except StoreUnavailable:
+                m.store_errors.labels("ingest").inc()
+                raise
+            output = self.assembler.add(merged)
+            try:
+                self._process(output, spans)
             except StoreUnavailable:
                 self.assembler.reopen(output, resent=spans)
                 m.store_errors.labels("ingest").inc()
                 raise
-        self._observe(output, late)
         m.spans_received.inc(len(spans))
         m.traces_pending.set(self.assembler.pending_traces)
         if self.forward is not None:
@@ -110,70 +117,34 @@ class IngestPipeline:
         with self._lock:
             output = self.assembler.expire()
             try:
-                late = self._persist(output.records, output.late_feedback)
+                self._process(output, expiring=True)
             except StoreUnavailable:
                 self.assembler.reopen(output)
                 self.metrics.store_errors.labels("expire").inc()
-                return
-            finally:
-                self.metrics.traces_pending.set(self.assembler.pending_traces)
-        self._observe(output, late)
+            self.metrics.traces_pending.set(self.assembler.pending_traces)
+        try:
+            self.observer.releases.refresh(self.store)  # releases another replica saw first
+            self.store.prune_pending(self.clock() - max(ORPHAN_AGE_S, 10 * self.limits.root_timeout_s))
+        except StoreUnavailable:
+            self.metrics.store_errors.labels("expire").inc()
 
-    def _observe(self, output, late) -> None:
-        """Count what was persisted: metrics only move once the store has what they describe."""
+    def _process(self, output, request_spans=(), expiring: bool = False) -> None:
+        """Persist, then count: metrics only move once the store has what they describe."""
+        with self.metrics.store_latency.labels("ingest").time():
+            written = self.writer.write(output, request_spans, expiring=expiring, now=self.clock())
+        for item in written.outcome.queued:
+            self.metrics.sampled.labels(item.stratum).inc()
+        if written.pull_expired:
+            self.metrics.review_pull_expired.inc(written.pull_expired)
         self._count_assembly(output)
-        for record in output.records:
+        for record in written.records:
             self.observer.observe(record)
         if self.regeneration is not None:
-            self.regeneration.offer(output.records, self.observer.labels_of)
-        for record, feedback in late:
+            self.regeneration.offer(written.records, self.observer.labels_of)
+        for record, feedback in written.late:
             self.observer.observe_feedback(record, feedback)
-        if output.records and self.on_records is not None:
-            self.on_records(output.records)
-
-    # --- persistence ----------------------------------------------------------------------
-
-    def _persist(self, records: list[QueryRecord], late_feedback: list) -> list[tuple[QueryRecord | None, Feedback]]:
-        """Write what must survive a crash; returns late feedback with its query, for metrics."""
-        now = self.clock()
-        items = []
-        for record in records:
-            decision = self.sampler.decide(record)
-            if decision is not None:
-                items.append((record, decision))
-        feedback_rows = [FeedbackEvent.from_feedback(r.trace_id, f) for r in records for f in r.feedback]
-        feedback_rows += [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in late_feedback]
-        with self.metrics.store_latency.labels("ingest").time():
-            if records:
-                self.store.put_recent(records, now=now)
-                for service, release in {(r.service, r.release) for r in records if r.release}:
-                    if not self.observer.known_release(service, release):
-                        self.observer.note_release(service, release, self.store.note_release(service, release, now))
-            if feedback_rows:
-                self.store.add_feedback(feedback_rows)
-            late_with_records = []
-            for late in late_feedback:
-                record, item = self._late_feedback(late.trace_id, late.feedback)
-                late_with_records.append((record, late.feedback))
-                if item is not None:
-                    items.append(item)
-            for record, decision in items:
-                if self.store.enqueue(record, stratum=decision.stratum, inclusion_prob=decision.probability,
-                                      pair_trace_id=decision.pair_trace_id):
-                    self.metrics.sampled.labels(decision.stratum).inc()
-        return late_with_records
-
-    def _late_feedback(self, trace_id: str, feedback: Feedback):
-        """The query of late feedback; a thumbs-down pulls it from the recent-records cache."""
-        record = self.store.get_recent(trace_id)
-        if feedback.kind != semconv.FEEDBACK_THUMBS_DOWN:
-            return record, None
-        if record is None:
-            self.metrics.review_pull_expired.inc()
-            return None, None
-        record.feedback.append(feedback)
-        decision = self.sampler.decide(record, thumbs_down=True)
-        return record, ((record, decision) if decision else None)
+        if written.records and self.on_records is not None:
+            self.on_records(written.records)
 
     # --- counting ---------------------------------------------------------------------------
 

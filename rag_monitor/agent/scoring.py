@@ -5,6 +5,16 @@ backlog, so a crash mid-batch is redone on restart, and the upsert keeps it from
 scores them in length-bucketed batches, stores the scores, updates the weighted metrics and
 annotates the query's root span in Phoenix. Every metric carries the scorer's name: HHEM and the
 lexical fallback never mix on a dashboard.
+
+One replica scores at a time: it holds a lease in the store, renewed before every chunk, and
+each score write carries the lease's fencing token, checked in the write's transaction. A
+replica that stalled past its lease (a long HHEM batch, a paused VM) finds its token stale, writes
+nothing and counts nothing: the replica that took the lease over scores those answers once.
+
+Not every answer is scored. Hidden content (``record.hidden`` names the answer or the
+documents) gets the verdict ``not_scored``, and an answer with no delivered context
+``no_context``: both are counted apart, never as supported or unsupported. The weighted
+counters add each item's ``counted_weight`` (see ``ReviewQueue.enqueue``).
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from rag_monitor.detectors.faithfulness.worker import (
     FaithfulnessWorker,
     Pair,
 )
+from rag_monitor.detectors.faithfulness.worker import Score as WorkerScore  # noqa: I001 - the scorer's verdict type
 from rag_monitor.store import Score as StoredScore
 
 log = logging.getLogger(__name__)
@@ -27,8 +38,26 @@ log = logging.getLogger(__name__)
 ANNOTATE_TIMEOUT_S = 5.0
 
 
+VERDICT_NOT_SCORED = "not_scored"
+"""The answer or its documents were hidden at the source: nothing to check, never scored."""
+VERDICT_NO_CONTEXT = "no_context"
+"""No context was delivered to the generator: nothing to check the answer against."""
+_HIDDEN_FROM_SCORING = frozenset({"answer", "documents"})
+
+
+def unscorable(record) -> str | None:
+    """The verdict of an answer that must not reach the scorer, or None."""
+    if _HIDDEN_FROM_SCORING & set(record.hidden):
+        return VERDICT_NOT_SCORED
+    if not record.refused and not any(d.content and d.content.strip() for d in record.delivered):
+        return VERDICT_NO_CONTEXT
+    return None
+
+
 def verdict_of(score) -> str:
-    """supported / unsupported for scored answers; refusals and claim-less answers apart."""
+    """supported / unsupported for scored answers; refusals, claim-less, hidden and context-less answers apart."""
+    if score.status in (VERDICT_NOT_SCORED, VERDICT_NO_CONTEXT):
+        return score.status
     if score.status == STATUS_SCORED:
         return "unsupported" if score.unsupported else "supported"
     if score.status == STATUS_REFUSED:
@@ -49,11 +78,14 @@ class ScoringLoop:
         batch: int = 64,
         holder: str = "agent",
         lease_s: float = 300.0,
+        chunk: int = 16,
+        clock: Callable[[], float] | None = None,
     ):
         self.store = store
         self.holder = holder
         self.lease_s = lease_s
-        """One replica scores at a time (a lease in the shared store), so no answer is counted twice."""
+        """One replica scores at a time (a fenced lease in the shared store), so no answer is counted twice."""
+        self.lock_name = f"scoring:{worker.scorer.name}"
         self.worker = worker
         self.scorer = worker.scorer
         self.metrics = metrics
@@ -61,26 +93,60 @@ class ScoringLoop:
         """``labels_of(record) -> (release, variant)``, the same folding as the query metrics."""
         self.annotate = annotate
         self.batch = batch
+        self.chunk = chunk
+        """Items scored between two lease renewals."""
+        self.clock = clock
+        self.fenced = 0
+        """Chunks whose scores were refused because another replica took the lease over."""
         metrics.scorer_info.labels(self.scorer.name, self.scorer.version).set(1)
 
+    def _now(self) -> float | None:
+        return self.clock() if self.clock is not None else None
+
     def tick(self) -> int:
-        """Score one batch of the backlog; returns how many items were scored."""
-        if not self.store.try_lock(f"scoring:{self.scorer.name}", self.holder, self.lease_s):
+        """Score one batch of the backlog; returns how many items were scored and counted."""
+        token = self.store.acquire_lock(self.lock_name, self.holder, self.lease_s, now=self._now())
+        if token is None:
             return 0  # another replica holds the scoring lease
         items = self.store.unscored_items(self.scorer.name, limit=self.batch)
         self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
-        if not items:
-            return 0
+        done = 0
+        for start in range(0, len(items), self.chunk):
+            if start:  # renew per chunk; a token that moved by more than our own takeover means another scorer
+                renewed = self.store.acquire_lock(self.lock_name, self.holder, self.lease_s, now=self._now())
+                if renewed is None or renewed > token + 1:
+                    break
+                token = renewed
+            counted = self._score_chunk(items[start:start + self.chunk], token)
+            if counted is None:
+                break
+            done += counted
+        if items:
+            self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
+        return done
+
+    def _score_chunk(self, items: list, token: int) -> int | None:
+        """Score, write under the fence, then count; None when the fence refused the write."""
         records = {item.trace_id: item.query_record for item in items}
-        pairs = [
-            Pair(key=item.trace_id, contexts=[d.content for d in records[item.trace_id].delivered],
-                 answer=records[item.trace_id].answer, refused=records[item.trace_id].refused, weight=item.weight)
-            for item in items
-        ]
-        scores = self.worker.score_pairs(pairs)
-        self.store.upsert_scores(
-            StoredScore(s.key, s.scorer, s.value, s.scorer_version, label=verdict_of(s)) for s in scores
+        weights = {item.trace_id: item.counted_weight for item in items}
+        scores, pairs = [], []
+        for trace_id, record in records.items():
+            verdict = unscorable(record)
+            if verdict is not None:
+                scores.append(WorkerScore(trace_id, None, verdict, self.scorer.name, self.scorer.version,
+                                          weight=weights[trace_id]))
+            else:
+                pairs.append(Pair(key=trace_id, contexts=[d.content for d in record.delivered], answer=record.answer,
+                                  refused=record.refused, weight=weights[trace_id]))
+        scores += self.worker.score_pairs(pairs)
+        written = self.store.upsert_scores(
+            (StoredScore(s.key, s.scorer, s.value, s.scorer_version, label=verdict_of(s)) for s in scores),
+            fence=(self.lock_name, self.holder, token), now=self._now(),
         )
+        if written < 0:
+            self.fenced += 1
+            log.warning("scoring lease lost mid-batch: %d scores discarded, the new holder scores them", len(scores))
+            return None
         m = self.metrics
         for s in scores:
             release, variant = self.labels_of(records[s.key])
@@ -89,7 +155,6 @@ class ScoringLoop:
             m.faithfulness_weighted.labels(release, variant, s.scorer, verdict).inc(s.weight)
             if s.value is not None:
                 m.faithfulness_score.labels(release, variant, s.scorer).observe(s.value)
-        self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
         if self.annotate is not None:  # after the metrics: a slow Phoenix must not hold them up
             self._annotate(records, scores)
         return len(scores)

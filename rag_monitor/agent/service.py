@@ -172,8 +172,7 @@ class Agent:
             on_regeneration=self.observer.count_regeneration,
             on_unchecked=lambda n: self.metrics.regeneration_unchecked.inc(n),
         )
-        for release in self.store.releases():
-            self.observer.note_release(release.service, release.release, release.first_seen)
+        self.observer.releases.refresh(self.store)
         if s.phoenix_url:
             self.forwarder = SpanForwarder(
                 phoenix_exporter(s.phoenix_url),

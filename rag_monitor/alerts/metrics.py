@@ -96,7 +96,7 @@ class AgentMetrics:
         self.filtered_queries = Counter("rag_filter_queries_total", "Queries that applied a filter, by filter kind.", [*rv, "filter_kind"], registry=r)
         self.filter_exclusions = Counter(
             "rag_filter_exclusions_total",
-            "Queries whose filter emptied the candidates (outcome=emptied) or removed documents from the unfiltered top-k (outcome=removed_topk).",
+            "Queries whose filter of this kind emptied its candidates (outcome=emptied) or removed at least one of its unfiltered top-k candidates (outcome=removed_topk: named in excluded_ids or excluded_documents, or fewer candidates out than in; an emptied filter counts in both). Each query counts once per filter kind and outcome.",
             [*rv, "filter_kind", "outcome"], registry=r,
         )
         # The sample-based false-exclusion rate is computed from reviews in the store at scrape
@@ -106,7 +106,7 @@ class AgentMetrics:
         self.faithfulness_score = Histogram("rag_faithfulness_score", "Faithfulness scores of sampled answers (1 = supported).", [*rv, "scorer"], buckets=SCORE_BUCKETS, registry=r)
         self.faithfulness_weighted = Counter(
             "rag_faithfulness_weighted_total",
-            "Scored answers weighted by inverse inclusion probability, by verdict (supported, unsupported; refused and no_claims apart, error when scoring failed).",
+            "Scored answers weighted by inverse inclusion probability, by verdict (supported, unsupported; refused, no_claims, no_context and not_scored (hidden content) apart, never scored; error when scoring failed).",
             [*rv, "scorer", "verdict"], registry=r,
         )
         self.faithfulness_scored = Counter("rag_faithfulness_scored_total", "Scored answers, unweighted (for minimum-sample guards).", [*rv, "scorer", "verdict"], registry=r)

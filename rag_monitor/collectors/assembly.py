@@ -43,7 +43,7 @@ from rag_monitor.collectors.dialects import (
 from rag_monitor.collectors.otlp import Span
 from rag_monitor.record import Feedback, QueryRecord
 
-__all__ = ["AssemblyOutput", "LateFeedback", "TraceAssembler"]
+__all__ = ["AssemblyOutput", "LateFeedback", "TraceAssembler", "is_root"]
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,26 @@ class _Pending:
     first_seen: float
     spans: list[Span] = field(default_factory=list)
     has_root: bool = False
+    span_ids: set[str] = field(default_factory=set)
+    """A span sent twice (a retry after a lost acknowledgement, or reloaded from the store) counts once."""
 
 
-def _is_root(span: Span) -> bool:
+def is_root(span: Span) -> bool:
+    """The span that completes its trace on arrival."""
     return span.parent_span_id is None or span.name == sc.RAG_QUERY_SPAN_NAME
+
+
+_is_root = is_root
+
+
+def _unseen(spans: list[Span], seen: set[str]) -> list[Span]:
+    """The spans whose id is not in ``seen`` (added to it), in order."""
+    out = []
+    for span in spans:
+        if span.span_id not in seen:
+            seen.add(span.span_id)
+            out.append(span)
+    return out
 
 
 class TraceAssembler:
@@ -174,6 +190,7 @@ class TraceAssembler:
                         self._pending.popitem(last=False)
                         out.dropped_traces["evicted"] += 1
                     pending = self._pending[trace_id] = _Pending(now)
+                group = _unseen(group, pending.span_ids)
                 room = self.max_spans_per_trace - len(pending.spans)
                 if len(group) > room:
                     out.dropped_spans["trace_too_large"] += len(group) - max(room, 0)
@@ -226,7 +243,8 @@ class TraceAssembler:
                 self._completed.pop(trace_id, None)
                 kept = [s for s in spans if (s.trace_id, s.span_id) not in resent_ids]
                 if kept:
-                    self._pending[trace_id] = _Pending(now, kept, has_root=any(_is_root(s) for s in kept))
+                    self._pending[trace_id] = _Pending(now, kept, has_root=any(_is_root(s) for s in kept),
+                                                       span_ids={s.span_id for s in kept})
 
     def _complete(self, trace_id: str, spans: list[Span], out: AssemblyOutput, timeout: bool = False) -> None:
         out.spans_by_trace[trace_id] = spans

@@ -104,7 +104,8 @@ def feedback_from_span(span: Span) -> Feedback | None:
     elif not isinstance(value, (float, str)):
         value = None
     reason = attrs.get(sc.RAG_FEEDBACK_REASON)
-    return Feedback(kind=kind, time_ns=span.end_ns or span.start_ns, reason=str(reason) if reason else None, value=value)
+    return Feedback(kind=kind, time_ns=span.end_ns or span.start_ns, reason=str(reason) if reason else None, value=value,
+                    span_id=span.span_id)
 
 
 def _oi_kind(span: Span) -> str | None:

@@ -1,10 +1,16 @@
 """Which queries go to human review: deterministic on the trace id, stratified.
 
 Every replica reaches the same decision for a trace without talking to the others: the
-trace id hashes to a uniform number ``u`` in [0, 1), and a query of stratum *s* is sampled when
-``u < rate(s)``. A query belongs to the highest-rate stratum it qualifies for; its inclusion
-probability is that rate, and its weight in sample-based metrics is ``1 / probability`` so that
-oversampled complaints don't bias them.
+trace id hashes to a uniform number ``u`` in [0, 1), and a query is sampled when ``u < p``, where
+``p`` is the highest rate among the strata it belongs to (its stratum is that one). One draw for
+every stratum (a single-draw design): ``p`` is the query's exact inclusion probability, and its
+weight in sample-based (Horvitz-Thompson) estimates is ``1 / p``.
+
+A complaint that arrives later only adds a stratum, so ``p`` can only grow: a query sampled
+before stays sampled (``u < p_before <= p_after``) and its stored item takes the new probability
+and weight; one not sampled before is pulled in when ``u < p_after``. Either way the estimates
+stay unbiased. A shadow query draws on the production trace it shadows (``u`` of ``shadow_of``),
+so the two halves of a pair share one draw.
 
 Usage::
 
@@ -95,11 +101,18 @@ class Sampler:
             candidates.append((STRATUM_SHADOW_PAIR, c.shadow_pair_rate))
         return max(candidates, key=lambda sr: sr[1])
 
+    def draw_id(self, record: QueryRecord) -> str:
+        """The trace whose draw decides: a shadow query's production trace, else its own."""
+        return record.shadow_of or record.trace_id
+
     def decide(self, record: QueryRecord, thumbs_down: bool = False) -> SampleDecision | None:
         stratum, rate = self.stratum(record, thumbs_down)
-        # A shadow query draws on the production trace it shadows, so both halves of a pair
-        # are sampled together.
-        draw_id = record.shadow_of if stratum == STRATUM_SHADOW_PAIR and record.shadow_of else record.trace_id
-        if rate <= 0.0 or self.uniform(draw_id) >= rate:
+        if rate <= 0.0 or self.uniform(self.draw_id(record)) >= rate:
             return None
         return SampleDecision(stratum, rate, pair_trace_id=record.shadow_of)
+
+    def may_pair(self, production: QueryRecord) -> bool:
+        """Whether a shadow of ``production`` can be sampled as a pair (its draw is low enough)."""
+        rate = self.config.shadow_pair_rate
+        return not production.shadow_of and rate > 0.0 and self.uniform(production.trace_id) < max(
+            rate, self.config.base_rate, self.config.low_confidence_rate, self.config.refusal_rate)

@@ -143,7 +143,10 @@ class ReviewApp:
     # --- API ----------------------------------------------------------------------------------
 
     def _paired(self, item) -> QueryRecord | None:
-        return self.store.get_recent(item.pair_trace_id) if item.pair_trace_id else None
+        if not item.pair_trace_id:
+            return None
+        # Stored with the item (the pair is kept whole); the cache only for items queued before that.
+        return item.paired_record or self.store.get_recent(item.pair_trace_id)
 
     def _claim(self, reviewer: Reviewer) -> dict[str, Any] | None:
         item = None

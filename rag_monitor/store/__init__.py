@@ -8,6 +8,7 @@ the package::
 """
 
 from .engine import default_sqlite_url
+from .ingest import IngestBatch, IngestOutcome, QueueWrite
 from .errors import ClaimError, NotFound, ReservoirMismatch, StoreError, StoreUnavailable
 from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
 from .store import Store, open_store
@@ -16,7 +17,10 @@ __all__ = [
     "ClaimError",
     "DriftRun",
     "FeedbackEvent",
+    "IngestBatch",
+    "IngestOutcome",
     "NotFound",
+    "QueueWrite",
     "Release",
     "ReservoirInfo",
     "ReservoirItem",

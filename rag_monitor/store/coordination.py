@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from .engine import Database
 from .models import Release, now_s
@@ -12,36 +13,64 @@ from .schema import locks, releases, session_windows
 
 
 class Locks:
-    """Named lease locks: held until unlocked or ``ttl_s`` passes, renewable by the holder."""
+    """Named lease locks: held until unlocked or ``ttl_s`` passes, renewable by the holder.
+
+    Every acquisition (not a renewal) takes a new fencing token, one more than the lock's last:
+    a holder whose lease lapsed and was taken over carries a stale token, and ``fence_in``
+    refuses its writes, whatever it believes about its lease.
+    """
 
     def __init__(self, db: Database):
         self._db = db
 
     def try_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> bool:
+        return self.acquire(name, holder, ttl_s, now=now) is not None
+
+    def acquire(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> int | None:
+        """Take or renew the lease; its fencing token, or None while another holder's lease is valid."""
         if not name or not holder:
             raise ValueError("lock name and holder must be non-empty")
         if not ttl_s > 0:
             raise ValueError(f"ttl_s must be positive, got {ttl_s!r}")
         now = now_s() if now is None else now
         with self._db.write() as conn:
-            if conn.execute(
-                self._db.insert(locks).values(name=name, holder=holder, expires_at=now + ttl_s)
+            row = conn.execute(
+                self._db.insert(locks).values(name=name, holder=holder, expires_at=now + ttl_s, token=1)
                 .on_conflict_do_nothing(index_elements=["name"])
-                .returning(locks.c.name)
-            ).first() is not None:
-                return True
-            # Held already: renew our own lease, or take over a lapsed one.
-            return conn.execute(
-                sa.update(locks)
-                .where(locks.c.name == name, sa.or_(locks.c.holder == holder, locks.c.expires_at <= now))
-                .values(holder=holder, expires_at=now + ttl_s)
-            ).rowcount == 1
+                .returning(locks.c.token)
+            ).first()
+            if row is None:  # held already: renew our own valid lease (same token) ...
+                row = conn.execute(
+                    sa.update(locks)
+                    .where(locks.c.name == name, locks.c.holder == holder, locks.c.expires_at > now)
+                    .values(expires_at=now + ttl_s).returning(locks.c.token)
+                ).first()
+            if row is None:  # ... or take over a lapsed one (a new token)
+                row = conn.execute(
+                    sa.update(locks)
+                    .where(locks.c.name == name, locks.c.expires_at <= now)
+                    .values(holder=holder, expires_at=now + ttl_s, token=locks.c.token + 1)
+                    .returning(locks.c.token)
+                ).first()
+        return None if row is None else int(row[0])
+
+    def fence_in(self, conn: Connection, name: str, holder: str, token: int) -> bool:
+        """Inside a write: True while ``holder`` still holds ``token`` (no newer acquisition).
+
+        The row is locked (``FOR UPDATE`` on PostgreSQL; SQLite serialises writers) so a takeover
+        waits for this transaction to commit.
+        """
+        row = conn.execute(
+            sa.select(locks.c.holder, locks.c.token).where(locks.c.name == name).with_for_update()
+        ).first()
+        return row is not None and row.holder == holder and int(row.token) == token
 
     def unlock(self, name: str, holder: str) -> bool:
-        """Release the lock if ``holder`` holds it; False otherwise."""
+        """Release the lock if ``holder`` holds it; False otherwise. The row (and its token) stays."""
         with self._db.write() as conn:
             return conn.execute(
-                sa.delete(locks).where(locks.c.name == name, locks.c.holder == holder)
+                sa.update(locks).where(locks.c.name == name, locks.c.holder == holder, locks.c.expires_at > 0)
+                .values(expires_at=0.0)
             ).rowcount == 1
 
 
@@ -54,6 +83,11 @@ class Releases:
 
         Replicas may see a release in any order: the earliest sighting wins.
         """
+        with self._db.write() as conn:
+            return self.note_in(conn, service, release, t)
+
+    def note_in(self, conn: Connection, service: str, release: str, t: float | None = None) -> float:
+        """``note`` inside the caller's transaction."""
         t = now_s() if t is None else t
         stmt = self._db.insert(releases).values(service=service, release=release, first_seen=t)
         stmt = stmt.on_conflict_do_update(
@@ -61,8 +95,20 @@ class Releases:
             set_={"first_seen": sa.case((stmt.excluded.first_seen < releases.c.first_seen, stmt.excluded.first_seen),
                                         else_=releases.c.first_seen)},
         ).returning(releases.c.first_seen)
-        with self._db.write() as conn:
-            return conn.execute(stmt).scalar_one()
+        return conn.execute(stmt).scalar_one()
+
+    def latest(self, keep: int) -> list[Release]:
+        """Each service's ``keep`` most recently first-seen releases, newest first: the label set
+        every replica agrees on."""
+        r = releases
+        rank = sa.func.row_number().over(
+            partition_by=r.c.service, order_by=(r.c.first_seen.desc(), r.c.release.desc())
+        ).label("rank")
+        ranked = sa.select(r.c.service, r.c.release, r.c.first_seen, rank).subquery()
+        stmt = (sa.select(ranked.c.service, ranked.c.release, ranked.c.first_seen)
+                .where(ranked.c.rank <= keep).order_by(ranked.c.service, ranked.c.first_seen.desc()))
+        with self._db.read() as conn:
+            return [Release(*row) for row in conn.execute(stmt)]
 
     def all(self) -> list[Release]:
         with self._db.read() as conn:

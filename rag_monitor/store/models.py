@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -64,10 +65,18 @@ class ReviewItem:
     claim_expires_at: float | None
     created_at: float
     reviewed_at: float | None
+    pair_record: dict[str, Any] | None = None
+    """A shadow pair's production half (its ``QueryRecord.to_dict()``), stored with the item."""
+    counted_weight: float = 0.0
+    """The weight the weighted counters used for this item (see ``ReviewQueue.enqueue``)."""
 
     @property
     def query_record(self) -> QueryRecord:
         return QueryRecord.from_dict(self.record)
+
+    @property
+    def paired_record(self) -> QueryRecord | None:
+        return QueryRecord.from_dict(self.pair_record) if self.pair_record is not None else None
 
     @classmethod
     def from_row(cls, row: Any) -> ReviewItem:
@@ -78,6 +87,8 @@ class ReviewItem:
             record=json.loads(m["record"]), pair_trace_id=m["pair_trace_id"], state=m["state"],
             claimed_by=m["claimed_by"], claim_expires_at=m["claim_expires_at"],
             created_at=m["created_at"], reviewed_at=m["reviewed_at"],
+            pair_record=json.loads(m["pair_record"]) if m["pair_record"] is not None else None,
+            counted_weight=m["counted_weight"],
         )
 
 
@@ -102,11 +113,20 @@ class FeedbackEvent:
     time: float
     reason: str | None = None
     value: float | str | None = None
+    key: str | None = None
+    """The event's identity within its trace (the feedback span's id): stored at most once."""
 
     @classmethod
     def from_feedback(cls, trace_id: str, feedback: Feedback) -> FeedbackEvent:
         """From the ``Feedback`` of an assembled ``QueryRecord``."""
-        return cls(trace_id, feedback.kind, feedback.time_ns / 1e9, feedback.reason, feedback.value)
+        return cls(trace_id, feedback.kind, feedback.time_ns / 1e9, feedback.reason, feedback.value,
+                   key=feedback.span_id or _content_key(feedback))
+
+
+def _content_key(feedback: Feedback) -> str:
+    """A deterministic key when the span id is unknown: the same event resent hashes the same."""
+    text = json.dumps([feedback.kind, feedback.time_ns, feedback.reason, feedback.value])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

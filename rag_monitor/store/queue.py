@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from rag_monitor.record import QueryRecord
 
@@ -22,6 +23,7 @@ from .models import Review, ReviewItem, dump_json, now_s, record_json
 from .schema import REVIEW_STATES, review_items, reviews
 
 DEFAULT_QUEUE = "default"
+QUEUED, UPGRADED = "queued", "upgraded"
 
 
 class ReviewQueue:
@@ -38,38 +40,85 @@ class ReviewQueue:
         inclusion_prob: float,
         tenant: str | None = None,
         pair_trace_id: str | None = None,
+        pair_record: QueryRecord | dict[str, Any] | None = None,
+        counted_weight: float | None = None,
         queue: str = DEFAULT_QUEUE,
         now: float | None = None,
     ) -> bool:
-        """Queue a sampled record; False (and nothing changes) if the trace is already queued.
+        """Queue a sampled record; True when it was not queued before.
 
-        ``tenant`` defaults to the record's own.
+        A trace queued already is never queued twice: when ``inclusion_prob`` is higher than the
+        stored one (a complaint arrived later, under the single-draw design) the item's stratum,
+        probability, weight and record are updated in place; otherwise nothing changes.
+        ``counted_weight`` is the weight the agent's weighted counters use for the item (default
+        ``1 / inclusion_prob``; 0 for an item a later complaint pulled in). ``tenant`` defaults to
+        the record's own.
         """
+        with self._db.write() as conn:
+            return self.enqueue_in(
+                conn, record, stratum=stratum, inclusion_prob=inclusion_prob, tenant=tenant,
+                pair_trace_id=pair_trace_id, pair_record=pair_record, counted_weight=counted_weight,
+                queue=queue, now=now,
+            ) == QUEUED
+
+    def enqueue_in(
+        self,
+        conn: Connection,
+        record: QueryRecord | dict[str, Any],
+        *,
+        stratum: str,
+        inclusion_prob: float,
+        tenant: str | None = None,
+        pair_trace_id: str | None = None,
+        pair_record: QueryRecord | dict[str, Any] | None = None,
+        counted_weight: float | None = None,
+        queue: str = DEFAULT_QUEUE,
+        now: float | None = None,
+    ) -> str | None:
+        """``enqueue`` inside the caller's transaction: ``"queued"``, ``"upgraded"`` or None."""
         trace_id, record_text = record_json(record)
         if not stratum:
             raise ValueError("stratum must be a non-empty string")
         if not 0 < inclusion_prob <= 1:
             raise ValueError(f"inclusion_prob must be in (0, 1], got {inclusion_prob!r}")
-        stmt = (
-            self._db.insert(review_items)
+        weight = 1.0 / inclusion_prob
+        t = review_items
+        inserted = conn.execute(
+            self._db.insert(t)
             .values(
                 queue=queue,
                 trace_id=trace_id,
                 stratum=stratum,
                 inclusion_prob=float(inclusion_prob),
-                weight=1.0 / inclusion_prob,
+                weight=weight,
+                counted_weight=weight if counted_weight is None else float(counted_weight),
                 tenant=_tenant_of(record) if tenant is None else tenant,
                 record=record_text,
                 pair_trace_id=pair_trace_id,
+                pair_record=record_json(pair_record)[1] if pair_record is not None else None,
                 state="queued",
                 created_at=now_s() if now is None else now,
             )
             .on_conflict_do_nothing(index_elements=["queue", "trace_id"])
             # RETURNING, not rowcount: drivers need not report rowcount for INSERT.
-            .returning(review_items.c.id)
-        )
-        with self._db.write() as conn:
-            return conn.execute(stmt).first() is not None
+            .returning(t.c.id)
+        ).first()
+        if inserted is not None:
+            return QUEUED
+        upgraded = conn.execute(
+            sa.update(t)
+            .where(t.c.queue == queue, t.c.trace_id == trace_id, t.c.inclusion_prob < float(inclusion_prob))
+            .values(stratum=stratum, inclusion_prob=float(inclusion_prob), weight=weight, record=record_text)
+        ).rowcount
+        return UPGRADED if upgraded else None
+
+    def attach_pair_in(self, conn: Connection, production: QueryRecord) -> int:
+        """Store ``production`` as the missing half of queued shadow pairs that name it."""
+        trace_id, text = record_json(production)
+        t = review_items
+        return conn.execute(
+            sa.update(t).where(t.c.pair_trace_id == trace_id, t.c.pair_record.is_(None)).values(pair_record=text)
+        ).rowcount
 
     def claim(
         self,

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from rag_monitor.record import QueryRecord
 
@@ -35,14 +36,17 @@ class RecentRecords:
 
     def put(self, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> int:
         """Write a batch in one transaction (one executemany); returns the batch size."""
+        with self._db.write() as conn:
+            return self.put_in(conn, records, now)
+
+    def put_in(self, conn: Connection, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> int:
+        """``put`` inside the caller's transaction."""
         added_at = now_s() if now is None else now
         rows = []
         for record in records:
             trace_id, text = record_json(record)
             rows.append({"trace_id": trace_id, "record": text, "added_at": added_at})
-        if not rows:
-            return 0
-        with self._db.write() as conn:
+        if rows:
             conn.execute(self._upsert, rows)
         return len(rows)
 
@@ -67,18 +71,27 @@ class RecentRecords:
 class FeedbackLog:
     def __init__(self, db: Database):
         self._db = db
+        self._insert = (
+            db.insert(feedback).on_conflict_do_nothing(index_elements=["trace_id", "key"]).returning(feedback.c.id)
+        )
 
     def add(self, events: Iterable[FeedbackEvent]) -> int:
+        with self._db.write() as conn:
+            return len(self.add_in(conn, events))
+
+    def add_in(self, conn: Connection, events: Iterable[FeedbackEvent]) -> list[FeedbackEvent]:
+        """Store events inside the caller's transaction; an event whose key is stored already is
+        skipped (an exporter's retry). Returns the events that were new."""
+        events = list(events)
         rows = []
         for e in events:
             if not isinstance(e, FeedbackEvent):
                 raise TypeError(f"expected FeedbackEvent, got {type(e).__name__} (see FeedbackEvent.from_feedback)")
             value = None if e.value is None else dump_json(e.value, "feedback value")
-            rows.append({"trace_id": e.trace_id, "kind": e.kind, "reason": e.reason, "value": value, "time": e.time})
-        if rows:
-            with self._db.write() as conn:
-                conn.execute(sa.insert(feedback), rows)
-        return len(rows)
+            rows.append({"trace_id": e.trace_id, "kind": e.kind, "reason": e.reason, "value": value, "time": e.time,
+                         "key": e.key})
+        # One statement per row: RETURNING tells which were new.
+        return [e for e, row in zip(events, rows) if conn.execute(self._insert, row).first() is not None]
 
     def for_trace(self, trace_id: str) -> list[FeedbackEvent]:
         return self._select(feedback.c.trace_id == trace_id)
@@ -90,9 +103,9 @@ class FeedbackLog:
         f = feedback
         with self._db.read() as conn:
             rows = conn.execute(
-                sa.select(f.c.trace_id, f.c.kind, f.c.time, f.c.reason, f.c.value).where(condition).order_by(f.c.time, f.c.id)
+                sa.select(f.c.trace_id, f.c.kind, f.c.time, f.c.reason, f.c.value, f.c.key).where(condition).order_by(f.c.time, f.c.id)
             ).all()
-        return [FeedbackEvent(t, k, tm, r, None if v is None else json.loads(v)) for t, k, tm, r, v in rows]
+        return [FeedbackEvent(t, k, tm, r, None if v is None else json.loads(v), key) for t, k, tm, r, v, key in rows]
 
 
 class Scores:
@@ -107,6 +120,11 @@ class Scores:
         )
 
     def upsert(self, results: Iterable[Score], now: float | None = None) -> int:
+        with self._db.write() as conn:
+            return self.upsert_in(conn, results, now)
+
+    def upsert_in(self, conn: Connection, results: Iterable[Score], now: float | None = None) -> int:
+        """``upsert`` inside the caller's transaction."""
         default_time = now_s() if now is None else now
         rows = [
             {"trace_id": s.trace_id, "scorer": s.scorer, "score": s.score, "label": s.label,
@@ -115,8 +133,7 @@ class Scores:
             for s in results
         ]
         if rows:
-            with self._db.write() as conn:
-                conn.execute(self._upsert, rows)
+            conn.execute(self._upsert, rows)
         return len(rows)
 
     def for_trace(self, trace_id: str) -> dict[str, Score]:

@@ -45,7 +45,12 @@ review_items = sa.Table(
     sa.Column("weight", sa.Double, nullable=False),
     sa.Column("tenant", sa.String(200), nullable=True, index=True),
     sa.Column("record", sa.Text, nullable=False),
-    sa.Column("pair_trace_id", TRACE_ID, nullable=True),
+    sa.Column("pair_trace_id", TRACE_ID, nullable=True, index=True),
+    # A sampled shadow pair is kept whole: the production half's record, whatever the recent cache holds.
+    sa.Column("pair_record", sa.Text, nullable=True),
+    # The weight the agent's weighted counters used (the design at first inclusion; 0 when a later
+    # complaint pulled the item in): counters cannot be corrected when ``weight`` changes later.
+    sa.Column("counted_weight", sa.Double, nullable=False, server_default="0"),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("claimed_by", sa.String(200), nullable=True),
     sa.Column("claim_expires_at", sa.Double, nullable=True),
@@ -79,6 +84,9 @@ feedback = sa.Table(
     # JSON text: a number or a string, type preserved.
     sa.Column("value", sa.Text, nullable=True),
     sa.Column("time", sa.Double, nullable=False, index=True),
+    # Deterministic per event (the feedback span's id): an exporter's retry is a no-op.
+    sa.Column("key", sa.String(64), nullable=True),
+    sa.UniqueConstraint("trace_id", "key"),
 )
 
 scores = sa.Table(
@@ -91,6 +99,17 @@ scores = sa.Table(
     sa.Column("scorer_version", sa.String(100), nullable=False),
     sa.Column("computed_at", sa.Double, nullable=False),
 )
+
+pending_spans = sa.Table(
+    "pending_spans",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("trace_id", TRACE_ID, nullable=False, index=True),
+    # The redacted spans of one request for one trace still waiting for its root (OTLP protobuf).
+    sa.Column("spans", sa.LargeBinary, nullable=False),
+    sa.Column("added_at", sa.Double, nullable=False, index=True),
+)
+"""Spans acknowledged while their trace waits for its root: durable, and visible to every replica."""
 
 reservoirs = sa.Table(
     "reservoirs",
@@ -152,6 +171,8 @@ locks = sa.Table(
     sa.Column("name", sa.String(200), primary_key=True),
     sa.Column("holder", sa.String(200), nullable=False),
     sa.Column("expires_at", sa.Double, nullable=False),
+    # Fencing token: incremented on every acquisition; writes under the lease check it.
+    sa.Column("token", sa.BigInteger, nullable=False, server_default="0"),
 )
 
 releases = sa.Table(

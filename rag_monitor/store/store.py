@@ -14,8 +14,10 @@ from rag_monitor.record import QueryRecord
 from .coordination import Locks, Releases, SessionWindows
 from .drift import DriftRuns, Reservoirs
 from .engine import Database
+from .ingest import IngestBatch, IngestOutcome, PendingSpans
+from .models import now_s
 from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
-from .queue import DEFAULT_QUEUE, ReviewQueue
+from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -68,6 +70,7 @@ class Store:
         self._locks = Locks(self._db)
         self._releases = Releases(self._db)
         self._sessions = SessionWindows(self._db)
+        self._pending = PendingSpans(self._db)
 
     @property
     def dialect(self) -> str:
@@ -126,6 +129,45 @@ class Store:
         """Drop cached records older than ``recent_ttl_s``; returns how many."""
         return self._recent.prune(now)
 
+    # --- one OTLP request, one transaction ---------------------------------------------------
+
+    def persist_ingest(self, batch: IngestBatch, *, now: float | None = None) -> IngestOutcome:
+        """Write everything ``batch`` holds in one transaction (see ``store.ingest``)."""
+        now = now_s() if now is None else now
+        out = IngestOutcome()
+        with self._db.write() as conn:
+            claimed = self._pending.claim_in(conn, batch.completed)
+            out.skipped = batch.claim_required - claimed
+            kept = [r for r in batch.records if r.trace_id not in out.skipped]
+            self._pending.add_in(conn, batch.pending, now)
+            self._recent.put_in(conn, kept, now)
+            out.feedback_added = self._feedback.add_in(conn, [f for f in batch.feedback if f.trace_id not in out.skipped])
+            for service, release in sorted(set(batch.releases)):
+                out.first_seen[(service, release)] = self._releases.note_in(conn, service, release, now)
+            for item in batch.items:
+                if item.record.trace_id in out.skipped:
+                    continue
+                result = self._queue.enqueue_in(
+                    conn, item.record, stratum=item.stratum, inclusion_prob=item.inclusion_prob,
+                    counted_weight=item.counted_weight, pair_trace_id=item.pair_trace_id,
+                    pair_record=item.pair_record, now=now,
+                )
+                (out.queued if result == QUEUED else out.upgraded if result == UPGRADED else []).append(item)
+            for production in batch.pair_halves:
+                self._queue.attach_pair_in(conn, production)
+        return out
+
+    def pending_spans(self, trace_ids: Iterable[str]) -> dict[str, list[bytes]]:
+        """Stored spans of traces waiting for their root (any replica's), per trace, oldest first."""
+        return self._pending.load(trace_ids)
+
+    def pending_span_rows(self) -> int:
+        return self._pending.count()
+
+    def prune_pending(self, older_than: float) -> int:
+        """Drop pending spans stored before ``older_than`` (a dead replica's orphans); how many rows."""
+        return self._pending.prune(older_than)
+
     # --- review queue --------------------------------------------------------------------------
 
     def enqueue(
@@ -136,16 +178,20 @@ class Store:
         inclusion_prob: float,
         tenant: str | None = None,
         pair_trace_id: str | None = None,
+        pair_record: QueryRecord | dict[str, Any] | None = None,
+        counted_weight: float | None = None,
         queue: str = DEFAULT_QUEUE,
         now: float | None = None,
     ) -> bool:
         """Queue a sampled record (weight ``1 / inclusion_prob``); False if already queued.
 
-        ``tenant`` defaults to the record's tenant.
+        A higher ``inclusion_prob`` for a queued trace updates the item in place (a complaint
+        arrived later); see ``ReviewQueue.enqueue``. ``tenant`` defaults to the record's tenant.
         """
         return self._queue.enqueue(
             record, stratum=stratum, inclusion_prob=inclusion_prob, tenant=tenant,
-            pair_trace_id=pair_trace_id, queue=queue, now=now,
+            pair_trace_id=pair_trace_id, pair_record=pair_record, counted_weight=counted_weight,
+            queue=queue, now=now,
         )
 
     def claim(
@@ -196,9 +242,19 @@ class Store:
     def feedback_since(self, since: float) -> list[FeedbackEvent]:
         return self._feedback.since(since)
 
-    def upsert_scores(self, scores: Iterable[Score], *, now: float | None = None) -> int:
-        """Insert or replace (trace, scorer) results: re-scoring never doubles a row."""
-        return self._scores.upsert(scores, now)
+    def upsert_scores(self, scores: Iterable[Score], *, now: float | None = None,
+                      fence: tuple[str, str, int] | None = None) -> int:
+        """Insert or replace (trace, scorer) results: re-scoring never doubles a row.
+
+        ``fence=(lock, holder, token)`` writes only while ``holder`` still holds ``lock`` with that
+        fencing token (checked in the write's transaction); returns -1, writing nothing, otherwise.
+        """
+        if fence is None:
+            return self._scores.upsert(scores, now)
+        with self._db.write() as conn:
+            if not self._locks.fence_in(conn, *fence):
+                return -1
+            return self._scores.upsert_in(conn, scores, now)
 
     def scores_for(self, trace_id: str) -> dict[str, Score]:
         return self._scores.for_trace(trace_id)
@@ -257,6 +313,10 @@ class Store:
         """Take or renew the named lease lock; False while another holder's lease is valid."""
         return self._locks.try_lock(name, holder, ttl_s, now=now)
 
+    def acquire_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> int | None:
+        """``try_lock`` returning the lease's fencing token (new on every acquisition), or None."""
+        return self._locks.acquire(name, holder, ttl_s, now=now)
+
     def unlock(self, name: str, holder: str) -> bool:
         return self._locks.unlock(name, holder)
 
@@ -274,6 +334,10 @@ class Store:
 
     def prune_session_windows(self, before: float) -> int:
         return self._sessions.prune(before)
+
+    def latest_releases(self, keep: int) -> list[Release]:
+        """Each service's ``keep`` most recently first-seen releases (the labelled ones), newest first."""
+        return self._releases.latest(keep)
 
 
 def open_store(url: str, *, migrate: bool = True, **options: Any) -> Store:

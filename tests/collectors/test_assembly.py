@@ -92,7 +92,7 @@ def test_full_buffer_evicts_the_oldest_trace():
 
 def test_spans_per_trace_bounded():
     assembler = TraceAssembler(max_spans_per_trace=2)
-    out = assembler.add(_trace(5)[:2] + [_trace(5)[0]])
+    out = assembler.add(_trace(5)[:3])  # three distinct spans: a resent span is not a new one
     assert out.dropped_spans["trace_too_large"] == 1
 
 

@@ -188,6 +188,36 @@ def test_kill_9_while_ingesting_and_scoring_loses_nothing_acknowledged_and_doubl
           f"{rescored:.0f} scored after restart")
 
 
+def test_kill_9_with_traces_waiting_for_their_root_keeps_every_acknowledged_span(start_agent_process, tmp_path):
+    from tests.traces import body, child_spans, root_span
+    from tests.traces import trace_id_of as waiting_trace
+
+    db = tmp_path / "store.db"
+    settings = dict(store_url=f"sqlite:///{db}", sampling_config=sampling_all(tmp_path), detector_profiles="")
+    first = start_agent_process(**settings)
+    traces = [waiting_trace(i, prefix=0xD0) for i in range(5)]
+    for trace_id in traces:  # acknowledged: each trace's stages, documents and filter, its root still to come
+        assert post(first.otlp_url, body(child_spans(trace_id)))[0] == 200
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.proc.wait(10)
+
+    second = start_agent_process(**settings)
+    for trace_id in traces:
+        assert post(second.otlp_url, body([root_span(trace_id)]))[0] == 200
+    store = open_store(f"sqlite:///{db}")
+    try:
+        for trace_id in traces:
+            for record in (store.get_recent(trace_id), store.item_for_trace(trace_id).query_record):
+                assert {s.name for s in record.stages} >= {"filter", "retrieve"}, trace_id
+                assert [d.id for d in record.retrieved] == ["doc-1", "doc-2"]
+                assert record.filters and record.filters[0].excluded_ids == ["doc-9"]
+        assert store.pending_span_rows() == 0
+        assert second.metric_sum("rag_queries_total") == len(traces)
+        assert second.metric_sum("rag_stage_duration_seconds_count", stage="retrieve") == len(traces)
+    finally:
+        store.close()
+
+
 def store_ids(db) -> set[str]:
     with sqlite3.connect(db) as conn:
         return {row[0] for row in conn.execute("SELECT trace_id FROM review_items")}

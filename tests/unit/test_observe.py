@@ -7,8 +7,8 @@ from prometheus_client import CollectorRegistry
 
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
-from rag_monitor.record import FilterApplied, QueryRecord, StageTiming
-from rag_monitor.store import StoreUnavailable, open_store
+from rag_monitor.record import Document, FilterApplied, QueryRecord, StageTiming
+from rag_monitor.store import Release, StoreUnavailable, open_store
 
 
 def record(i: int, **fields) -> QueryRecord:
@@ -18,7 +18,9 @@ def record(i: int, **fields) -> QueryRecord:
 
 def observer(**kwargs) -> tuple[QueryObserver, CollectorRegistry]:
     registry = CollectorRegistry()
-    return QueryObserver(AgentMetrics(registry), lambda call: 0.001 if call.model == "known" else None, **kwargs), registry
+    obs = QueryObserver(AgentMetrics(registry), lambda call: 0.001 if call.model == "known" else None, **kwargs)
+    obs.releases.apply([Release("unknown", "r1", 1.0)])  # what the store says is the newest release
+    return obs, registry
 
 
 def test_unbounded_label_values_fold_into_other():
@@ -114,3 +116,39 @@ def test_idle_session_windows_are_pruned(sqlite_store):
     now[0] = 1000.0 + 125  # sessions last seen before 1065 can no longer regenerate
     assert detector.prune() == 7
     assert detector.prune() == 0
+
+
+def test_filter_outcomes_count_each_query_once_per_kind_as_the_description_says():
+    obs, registry = observer()
+    labels = {"release": "r1", "variant": "production"}
+    # Known truth, per query: which relevance outcomes it has.
+    queries = [
+        [FilterApplied("relevance", "", 10, 8, ["d1"]), FilterApplied("relevance", "", 8, 7, ["d2"])],  # removed (two filters)
+        [FilterApplied("relevance", "", 10, 9, excluded_documents=[Document("d3", "text")])],  # removed, documents only
+        [FilterApplied("relevance", "", 10, 6)],  # removed, counts only
+        [FilterApplied("relevance", "", 5, 0)],  # emptied (and removed)
+        [FilterApplied("relevance", "", 5, 5)],  # applied, removed nothing
+    ]
+    for i, filters in enumerate(queries):
+        obs.observe(record(i, filters=filters))
+    value = lambda outcome: registry.get_sample_value(  # noqa: E731
+        "rag_filter_exclusions_total", {**labels, "filter_kind": "relevance", "outcome": outcome})
+    assert (value("removed_topk"), value("emptied")) == (4, 1)
+    assert registry.get_sample_value("rag_filter_queries_total", {**labels, "filter_kind": "relevance"}) == 5
+    # The recording rule divides by queries: the ratio is a share of queries, never above 1.
+    assert value("removed_topk") / 5 <= 1
+
+
+def test_false_exclusions_count_documents_named_by_ids_or_by_documents():
+    from rag_monitor.review.stats import is_false_exclusion
+
+    by_ids = record(1, filters=[FilterApplied("relevance", excluded_ids=["gold"])])
+    by_documents = record(2, filters=[FilterApplied("relevance", excluded_documents=[Document("gold", "text")])])
+    both = record(3, filters=[FilterApplied("relevance", excluded_ids=["gold"],
+                                            excluded_documents=[Document("gold-2", "text")])])
+    entitlement = record(4, filters=[FilterApplied("entitlement", excluded_documents=[Document("gold", "text")])])
+    assert is_false_exclusion(by_ids, ["gold"]) is True
+    assert is_false_exclusion(by_documents, ["gold"]) is True
+    assert is_false_exclusion(both, ["gold", "gold-2"]) is True
+    assert is_false_exclusion(both, ["gold", "kept"]) is False
+    assert is_false_exclusion(entitlement, ["gold"]) is None  # never a false exclusion

@@ -11,6 +11,7 @@ from rag_monitor.agent.observe import QueryObserver
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors import PriceTable
 from rag_monitor.record import ModelCall, QueryRecord
+from rag_monitor.store import Release
 
 ROOT = Path(__file__).resolve().parents[2]
 RV = {"release": "r1", "variant": "production"}
@@ -19,7 +20,9 @@ RV = {"release": "r1", "variant": "production"}
 def _observe(record: QueryRecord) -> tuple[float | None, CollectorRegistry]:
     registry = CollectorRegistry()
     prices = PriceTable.load(ROOT / "collectors" / "prices.yaml")
-    cost = QueryObserver(AgentMetrics(registry), prices.call_cost).observe(record)
+    observer = QueryObserver(AgentMetrics(registry), prices.call_cost)
+    observer.releases.apply([Release("unknown", "r1", 1.0)])  # what the store says is the newest release
+    cost = observer.observe(record)
     return cost, registry
 
 

@@ -72,3 +72,68 @@ def test_sampling_yaml_unknown_key(tmp_path):
     with pytest.raises(ValueError, match="base_rat"):
         SamplingConfig.load(tmp_path / "s.yaml")
     assert SamplingConfig.load("detectors/sampling.yaml").base_rate == 0.01
+
+
+# --- the single-draw design ---------------------------------------------------------------------
+
+
+def test_a_shadow_query_is_included_with_exactly_its_highest_rate():
+    # A low-confidence shadow answer is in two strata (0.2 and 0.05): one draw, probability 0.2.
+    sampler = Sampler(SamplingConfig(base_rate=0.0, low_confidence_rate=0.2, shadow_pair_rate=0.05))
+    ids = trace_ids(20_000, seed=3)
+    decisions = [sampler.decide(record(t, shadow_of=p, confidence=0.1)) for t, p in zip(ids, ids[1:] + ids[:1])]
+    chosen = [d for d in decisions if d is not None]
+    assert {(d.stratum, d.probability) for d in chosen} == {("low_confidence", 0.2)}
+    assert abs(len(chosen) / len(ids) - 0.2) < 4 * (0.2 * 0.8 / len(ids)) ** 0.5
+
+
+def population(n: int, seed: int = 11):
+    """(trace id, unsupported, complains, complaint timing) with complaints correlated with unsupported."""
+    rng = random.Random(seed)
+    rows = []
+    for t in trace_ids(n, seed):
+        unsupported = rng.random() < 0.1
+        complains = rng.random() < (0.5 if unsupported else 0.02)
+        timing = rng.choice(["with_trace", "late", "after_cache"]) if complains else None
+        rows.append((t, unsupported, complains, timing))
+    return rows
+
+
+def design_weights(sampler: Sampler, trace_id: str, timing: str | None) -> tuple[float, float, float]:
+    """(stored weight, counted weight, the old code's weight) of a trace, 0 when not sampled."""
+    first = sampler.decide(record(trace_id), thumbs_down=timing == "with_trace")
+    stored = counted = stale = 1 / first.probability if first else 0.0
+    if timing == "late":  # a complaint while the query is in the recent-records cache
+        later = sampler.decide(record(trace_id), thumbs_down=True)
+        if later is not None:
+            stored = 1 / later.probability  # the item is updated in place (or pulled in, counted 0)
+            stale = stale or 1 / later.probability  # before: a queued item kept its first weight
+    return stored, counted, stale
+
+
+def test_horvitz_thompson_estimates_stay_unbiased_when_complaints_arrive_later():
+    rows = population(2000)
+    truth = sum(unsupported for _, unsupported, _, _ in rows)
+    stored_estimates, counted_estimates, stale_estimates = [], [], []
+    for rep in range(200):  # a new salt is an independent draw of the same traffic
+        sampler = Sampler(SamplingConfig(base_rate=0.05, thumbs_down_rate=1.0, salt=f"rep-{rep}"))
+        stored = counted = stale = 0.0
+        for trace_id, unsupported, _, timing in rows:
+            w_stored, w_counted, w_stale = design_weights(sampler, trace_id, timing)
+            stored += unsupported * w_stored
+            counted += unsupported * w_counted
+            stale += unsupported * w_stale
+        stored_estimates.append(stored)
+        counted_estimates.append(counted)
+        stale_estimates.append(stale)
+
+    def mean_and_se(values):
+        m = sum(values) / len(values)
+        var = sum((v - m) ** 2 for v in values) / (len(values) - 1)
+        return m, (var / len(values)) ** 0.5
+
+    for estimates in (stored_estimates, counted_estimates):
+        m, se = mean_and_se(estimates)
+        assert abs(m - truth) < 4 * se, (m, truth, se)
+    m, se = mean_and_se(stale_estimates)
+    assert m - truth > 4 * se, "the old weights must show their bias (complaints over-weighted)"

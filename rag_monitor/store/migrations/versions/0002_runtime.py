@@ -1,7 +1,7 @@
 """Session windows: each session's last query, shared by replicas for the regeneration detector.
 
 Revision ID: 0002_runtime
-Revises: 0001
+Revises: 0002_semantics
 Create Date: 2026-11-30
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0002_runtime"
-down_revision = "0001"
+down_revision = "0002_semantics"
 branch_labels = None
 depends_on = None
 

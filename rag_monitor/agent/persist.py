@@ -1,0 +1,144 @@
+"""What the ingest pipeline keeps of one request, as one store transaction.
+
+From an assembly output (and the request's spans) to an ``IngestBatch``: records for the
+recent-records cache, feedback, review items (first decisions, and complaints that arrive later
+raising an item's inclusion probability under the sampler's single-draw design), shadow pairs
+stored whole, release sightings, and the spans of traces still waiting for their root.
+
+    writer = IngestWriter(store, sampler, releases, limits)
+    spans = writer.with_stored_spans(request_spans)   # + spans other requests left pending
+    kept = writer.write(assembler.add(spans), request_spans)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rag_monitor import semconv
+from rag_monitor.agent.releases import ReleaseLabels
+from rag_monitor.collectors.assembly import is_root
+from rag_monitor.collectors.otlp import CONTENT_TYPE_PROTOBUF, Span, decode_export_request, encode_export_request
+from rag_monitor.record import Feedback, QueryRecord
+from rag_monitor.review.sampler import Sampler
+from rag_monitor.store import FeedbackEvent, IngestBatch, IngestOutcome, QueueWrite, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Written:
+    """What a write kept: the records to count, late feedback with its query, the store's outcome."""
+
+    records: list[QueryRecord] = field(default_factory=list)
+    late: list[tuple[QueryRecord | None, Feedback]] = field(default_factory=list)
+    outcome: IngestOutcome = field(default_factory=IngestOutcome)
+    pull_expired: int = 0
+    """Thumbs-down for queries no longer in the recent-records cache."""
+
+
+class IngestWriter:
+    def __init__(self, store: Store, sampler: Sampler, releases: ReleaseLabels, limits):
+        self.store = store
+        self.sampler = sampler
+        self.releases = releases
+        self.limits = limits
+
+    # --- pending spans ------------------------------------------------------------------------
+
+    def with_stored_spans(self, spans: Sequence[Span]) -> list[Span]:
+        """``spans`` plus the stored pending spans of the traces whose root is among them.
+
+        Any replica may have acknowledged (and stored) a trace's earlier spans, or this agent
+        before a crash: the trace is assembled whole here. The assembler drops span ids it holds.
+        """
+        roots = {span.trace_id for span in spans if is_root(span)}
+        stored = self.store.pending_spans(roots) if roots else {}
+        if not stored:
+            return list(spans)
+        earlier: list[Span] = []
+        for blobs in stored.values():
+            for blob in blobs:
+                earlier.extend(decode_export_request(blob, CONTENT_TYPE_PROTOBUF, limits=self.limits).spans)
+        return earlier + list(spans)
+
+    def _pending_rows(self, output, request_spans: Sequence[Span]) -> list[tuple[str, bytes]]:
+        """The request's spans of traces that are still incomplete, one protobuf per trace."""
+        done = set(output.spans_by_trace)
+        done.update(late.trace_id for late in output.late_feedback)
+        done.update(span.trace_id for span in output.late_spans)
+        waiting: dict[str, list[Span]] = {}
+        for span in request_spans:
+            if span.trace_id not in done:
+                waiting.setdefault(span.trace_id, []).append(span)
+        return [(trace_id, encode_export_request(group)) for trace_id, group in waiting.items()]
+
+    # --- one transaction ------------------------------------------------------------------------
+
+    def write(self, output, request_spans: Sequence[Span] = (), *, expiring: bool = False, now: float | None = None) -> Written:
+        """Persist ``output`` (and the request's still-pending spans) in one transaction.
+
+        ``expiring``: the traces timed out here; each is kept only if this replica claims its
+        stored spans (another replica that received the root has assembled it already).
+        """
+        records = output.records
+        batch = IngestBatch(records=list(records), completed=list(output.spans_by_trace),
+                            pending=self._pending_rows(output, request_spans))
+        if expiring:
+            batch.claim_required = set(batch.completed)
+        batch.feedback = [FeedbackEvent.from_feedback(r.trace_id, f) for r in records for f in r.feedback]
+        batch.feedback += [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in output.late_feedback]
+        batch.releases = self.releases.unnoted((r.service, r.release) for r in records)
+        by_trace = {r.trace_id: r for r in records}
+        for record in records:
+            decision = self.sampler.decide(record)
+            if decision is not None:
+                batch.items.append(QueueWrite(
+                    record, decision.stratum, decision.probability, pair_trace_id=decision.pair_trace_id,
+                    pair_record=self._production_half(record, by_trace),
+                ))
+            if self.sampler.may_pair(record):
+                batch.pair_halves.append(record)  # a shadow item queued before its production half
+        written = Written()
+        for late in output.late_feedback:
+            record, item = self._late_feedback(late.trace_id, late.feedback)
+            written.late.append((record, late.feedback))
+            if item is not None:
+                batch.items.append(item)
+            elif record is None and late.feedback.kind == semconv.FEEDBACK_THUMBS_DOWN:
+                written.pull_expired += 1
+        written.outcome = self.store.persist_ingest(batch, now=now)
+        # Late feedback counts once: a resent event (a retry after a lost acknowledgement) is not new.
+        new = {(e.trace_id, e.key) for e in written.outcome.feedback_added}
+        events = [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in output.late_feedback]
+        written.late = [pair for pair, e in zip(written.late, events) if (e.trace_id, e.key) in new]
+        if written.outcome.first_seen:
+            self.releases.noted(written.outcome.first_seen)
+            self.releases.refresh(self.store)
+        skipped = written.outcome.skipped
+        written.records = [r for r in records if r.trace_id not in skipped] if skipped else list(records)
+        return written
+
+    def _production_half(self, record: QueryRecord, batch_records: dict[str, QueryRecord]) -> QueryRecord | None:
+        if not record.shadow_of:
+            return None
+        return batch_records.get(record.shadow_of) or self.store.get_recent(record.shadow_of)
+
+    def _late_feedback(self, trace_id: str, feedback: Feedback) -> tuple[QueryRecord | None, QueueWrite | None]:
+        """The query of late feedback; a thumbs-down raises its inclusion probability.
+
+        Only while the query is in the recent-records cache: a complaint after that changes
+        nothing, for sampled and unsampled queries alike, so the design stays one the estimates
+        can weight exactly. A query the complaint pulls in adds 0 to the weighted counters (they
+        already counted the draw that missed it); a queued one keeps what it added.
+        """
+        record = self.store.get_recent(trace_id)
+        if feedback.kind != semconv.FEEDBACK_THUMBS_DOWN or record is None:
+            return record, None
+        record.feedback.append(feedback)
+        decision = self.sampler.decide(record, thumbs_down=True)
+        if decision is None:
+            return record, None
+        return record, QueueWrite(record, decision.stratum, decision.probability, counted_weight=0.0,
+                                  pair_trace_id=decision.pair_trace_id, pair_record=self._production_half(record, {}))

@@ -1,0 +1,74 @@
+"""Release label values, agreed by every replica through the store.
+
+A team that deploys daily ships a release a day, so the ``release`` label must stay bounded;
+but the newest release is the one regression triage needs. Each service keeps its ``keep``
+most recently first-seen releases as label values (older ones fold into ``other``), and each
+of those exports ``rag_release_info`` and ``rag_release_first_seen_timestamp_seconds``. The
+order comes from the store's ``releases`` table (first sighting by any replica wins), so every
+replica labels alike; a replica refreshes the set when it sees a release it has not noted yet,
+and periodically (``refresh``) to learn of releases only another replica saw.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from rag_monitor.alerts.metrics import OTHER, UNKNOWN, AgentMetrics
+
+
+def service_key(service: str | None) -> str:
+    return service or UNKNOWN
+
+
+class ReleaseLabels:
+    def __init__(self, metrics: AgentMetrics, keep: int):
+        if keep < 1:
+            raise ValueError(f"the number of labelled releases must be positive, got {keep}")
+        self.metrics = metrics
+        self.keep = keep
+        self._labelled: dict[str, frozenset[str]] = {}
+        self._exported: dict[tuple[str, str], float] = {}
+        self._noted: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._refreshing = threading.Lock()
+
+    def label(self, service: str | None, release: str | None) -> str:
+        if not release:
+            return UNKNOWN
+        return release if release in self._labelled.get(service_key(service), ()) else OTHER
+
+    def unnoted(self, sightings: Iterable[tuple[str | None, str]]) -> list[tuple[str, str]]:
+        """``(service, release)`` pairs this replica has not recorded in the store yet."""
+        return sorted({(service_key(s), r) for s, r in sightings if r} - self._noted)
+
+    def noted(self, first_seen: dict[tuple[str, str], float]) -> None:
+        """The store recorded these sightings (``IngestOutcome.first_seen``)."""
+        with self._lock:
+            self._noted.update(first_seen)
+
+    def refresh(self, store) -> None:
+        """Re-read each service's newest releases from the store; export exactly those."""
+        # Read and apply as one step: an older read applied after a newer one would drop a release.
+        with self._refreshing:
+            self.apply(store.latest_releases(self.keep))
+
+    def apply(self, latest) -> None:
+        """Label and export exactly ``latest`` (``Release`` rows: each service's newest)."""
+        labelled: dict[str, set[str]] = {}
+        exported: dict[tuple[str, str], float] = {}
+        for r in latest:
+            labelled.setdefault(r.service, set()).add(r.release)
+            exported[(r.service, r.release)] = r.first_seen
+        m = self.metrics
+        with self._lock:
+            self._noted.update(exported)
+            for key in self._exported.keys() - exported.keys():  # folded into `other` now
+                m.release_info.remove(*key)
+                m.release_first_seen.remove(*key)
+            for key, first_seen in exported.items():
+                if self._exported.get(key) != first_seen:
+                    m.release_info.labels(*key).set(1)
+                    m.release_first_seen.labels(*key).set(first_seen)
+            self._exported = exported
+            self._labelled = {service: frozenset(releases) for service, releases in labelled.items()}
