@@ -21,13 +21,14 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # Debian packages the integration tests and the demo use: installed when missing and root.
-SYSTEM_PACKAGES := prometheus prometheus-alertmanager postgresql chromium
+SYSTEM_PACKAGES := prometheus prometheus-alertmanager postgresql chromium nginx
 system-deps:
 	@missing=""; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	test -x /usr/sbin/nginx || command -v nginx >/dev/null || missing="$$missing nginx"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -51,7 +52,8 @@ demo: $(STAMP) system-deps
 	$(PY) -m rag_monitor.cli demo $(DEMO_ARGS)
 
 bench: $(STAMP)
-	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+	for b in $(filter-out benchmarks/figures.py,$(wildcard benchmarks/*.py)); do $(PY) $$b || exit 1; done
+	$(PY) benchmarks/figures.py  # README and docs figures from the fresh results
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache

@@ -27,12 +27,13 @@ def _agent(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from rag_monitor.masking import display_setting
     from rag_monitor.settings import SETTINGS_DOC, load_settings
 
     settings = load_settings(args.config)
     for field in dataclasses.fields(settings):
         env, default, doc = SETTINGS_DOC[field.name]
-        print(f"{field.name} = {getattr(settings, field.name)!r}    # {env}, default {default!r}: {doc}")
+        print(f"{field.name} = {display_setting(field.name, getattr(settings, field.name))}    # {env}, default {default!r}: {doc}")
     return 0
 
 
@@ -55,13 +56,16 @@ def _open_store(args: argparse.Namespace):
 def _export_golden(args: argparse.Namespace) -> int:
     from rag_monitor.review.golden import golden_rows, push_to_phoenix, write_jsonl
 
-    _, store = _open_store(args)
+    settings, store = _open_store(args)
+    shares = tuple(float(x) for x in args.split_shares.split(","))
     try:
-        rows = golden_rows(store, corpus_version=args.corpus_version)
+        rows = golden_rows(store, corpus_version=args.corpus_version, shares=shares,
+                           phoenix_url=args.phoenix_url or settings.phoenix_url, phoenix_project=settings.phoenix_project)
     finally:
         store.close()
     n = write_jsonl(rows, args.out)
-    print(f"wrote {n} reviewed items to {args.out}")
+    per_split = {split: sum(r["split"] == split for r in rows) for split in ("development", "judge_calibration", "release")}
+    print(f"wrote {n} reviewed items to {args.out} (export version {rows[0]['export_version'] if rows else '-'}; splits {per_split})")
     if args.phoenix_url:
         dataset = push_to_phoenix(rows, args.phoenix_url, args.dataset)
         print(f"pushed {len(rows)} examples to the Phoenix dataset {args.dataset!r} ({getattr(dataset, 'id', '')})")
@@ -114,6 +118,30 @@ def _drift_report(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print(f"drift report: {index}")
+    return 0
+
+
+def _review_report(args: argparse.Namespace) -> int:
+    from rag_monitor.review.report import release_report, write_html
+
+    _, store = _open_store(args)
+    try:
+        report = release_report(store, args.baseline, args.candidate, variant=args.variant)
+    finally:
+        store.close()
+    print(report.text())
+    if args.out:
+        print(f"report: {write_html(report, args.out)}")
+    return 0
+
+
+def _review_assign(args: argparse.Namespace) -> int:
+    _, store = _open_store(args)
+    try:
+        n = store.assign(None if args.to == "anyone" else args.to, count=args.count, tenant=args.tenant)
+    finally:
+        store.close()
+    print(f"assigned {n} unreviewed items to {args.to}")
     return 0
 
 
@@ -170,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     golden.add_argument("--corpus-version", default="", help="the document corpus version the answers were drawn from")
     golden.add_argument("--phoenix-url", help="also push the rows to this Phoenix as a dataset")
     golden.add_argument("--dataset", default="rag-monitor-golden", help="the Phoenix dataset name")
+    golden.add_argument("--split-shares", default="0.6,0.2,0.2",
+                        help="shares of the development, judge-calibration and release splits (rows of a session or sharing a document stay together)")
     golden.set_defaults(run=_export_golden)
 
     calibrate = sub.add_parser("calibrate", help="compare a faithfulness scorer with human labels; writes an HTML report")
@@ -192,6 +222,19 @@ def build_parser() -> argparse.ArgumentParser:
     review_sub = review.add_subparsers(dest="review_command", required=True)
     hash_cmd = review_sub.add_parser("hash-token", help="print the SHA-256 to configure for a reviewer token (read from stdin)")
     hash_cmd.set_defaults(run=_hash_token)
+    review_report = review_sub.add_parser("report", help="human-judged rates of two releases side by side (95%% intervals, counts)")
+    _store_options(review_report)
+    review_report.add_argument("--baseline", required=True, help="the release to compare against")
+    review_report.add_argument("--candidate", required=True, help="the new release")
+    review_report.add_argument("--variant", default="production", help="which variant's answers (default production)")
+    review_report.add_argument("--out", help="also write an HTML report here")
+    review_report.set_defaults(run=_review_report)
+    assign = review_sub.add_parser("assign", help="assign unreviewed items to a reviewer or group:<name> ('anyone' clears)")
+    _store_options(assign)
+    assign.add_argument("--to", required=True)
+    assign.add_argument("--count", type=int, help="at most this many (oldest first)")
+    assign.add_argument("--tenant", help="only this tenant's items")
+    assign.set_defaults(run=_review_assign)
 
     # `demo` is dispatched in main() before parsing; listed here for --help.
     sub.add_parser("demo", help="the sample RAG app, scripted traffic and the agent on the embedded default (see `rag-monitor demo --help`)")
@@ -207,10 +250,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return demo_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from rag_monitor.masking import install_log_masking, mask
+    from rag_monitor.store.errors import StoreError
+
+    install_log_masking()
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"rag-monitor: error: {exc}", file=sys.stderr)
+    except (ValueError, FileNotFoundError, StoreError) as exc:
+        print(f"rag-monitor: error: {mask(str(exc))}", file=sys.stderr)
         return 2
 
 

@@ -46,6 +46,11 @@ def metrics_table() -> str:
         rows.append(f"| `{described.name}{suffix}` | {described.type} | {labels} | {described.documentation} |")
     for family in ReviewStatsCollector(_NoReviews()).collect():
         rows.append(f"| `{family.name}` | gauge (from reviews, at scrape) | `release` | {family.documentation} |")
+    from rag_monitor.review.collector import ReviewMetricsCollector
+
+    for family in ReviewMetricsCollector.families().values():
+        labels = ", ".join(f"`{label}`" for label in family._labelnames)
+        rows.append(f"| `{family.name}` | gauge (from reviews, at scrape) | {labels} | {family.documentation} |")
     return "\n".join(rows)
 
 

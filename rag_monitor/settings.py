@@ -75,6 +75,10 @@ class AgentSettings:
     review_tokens: str = _setting("", "Reviewer credentials: comma-separated `name:role:sha256-of-token` entries (or a file path).")
     review_claim_s: float = _setting(900.0, "How long a reviewer's claim on an item lasts before it returns to the queue.")
     scrape_cache_interval_s: float = _setting(10.0, "How often the review statistics behind `/metrics` take in new reviews (incrementally).")
+    review_double_share: float = _setting(0.1, "Share of review items (chosen by trace id) reviewed by a second reviewer, for agreement (Cohen's kappa).")
+    review_guidelines: str = _setting("", "Markdown file of review guidelines shown beside each item; empty: built-in guidelines.")
+    review_external_url: str = _setting("", "The review page's URL as browsers see it (e.g. `https://review.example.com`): the Origin check and Secure cookies follow it; empty: from trusted proxies' headers or the request.")
+    trusted_proxies: str = _setting("", "Comma-separated addresses or networks of reverse proxies whose `X-Forwarded-For`/`-Proto`/`-Host` are believed; empty: none.")
 
     # --- scoring and drift ---
     hhem_model_path: str = _setting("", "Local directory of HHEM-2.1-Open (`rag-monitor models pull hhem DIR`); empty uses the lexical fallback.")
@@ -141,7 +145,11 @@ def load_settings(
             raise ValueError(f"unknown setting {name!r}; known: {sorted(types)}")
         if value is not None:
             values[name] = value
-    return AgentSettings(**{k: _coerce(k, v, types[k]) for k, v in values.items()})
+    settings = AgentSettings(**{k: _coerce(k, v, types[k]) for k, v in values.items()})
+    from rag_monitor.masking import register_secrets
+
+    register_secrets(settings)  # logs and error messages mask them from now on
+    return settings
 
 
 def limit_native_threads(n: int) -> None:

@@ -84,7 +84,7 @@ def running_agent(start_agent) -> RunningAgent:
 class AgentProcess:
     """``rag-monitor agent`` in a process of its own (as replicas run), configured by environment."""
 
-    def __init__(self, data_dir, **settings):
+    def __init__(self, data_dir, ready_timeout_s: float = 60.0, **settings):
         import os
         import subprocess
         import sys
@@ -106,7 +106,7 @@ class AgentProcess:
             with urllib.request.urlopen(f"{self.http_url}/readyz", timeout=1) as r:
                 return r.status == 200
 
-        wait_until(ready, timeout=60, what="the agent process to be ready")
+        wait_until(ready, timeout=ready_timeout_s, what="the agent process to be ready")
         self.instance_suffix = f":{self.proc.pid}:{self.otlp_port}"
 
     def metric_sum(self, name: str, **match: str) -> float:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from rag_monitor import semconv
 from rag_monitor.agent.releases import ReleaseLabels
 from rag_monitor.collectors.assembly import is_root
+from rag_monitor.collectors.dialects import lost_root
 from rag_monitor.collectors.otlp import CONTENT_TYPE_PROTOBUF, Span, decode_export_request, encode_export_request
 from rag_monitor.record import Feedback, QueryRecord
 from rag_monitor.review.sampler import Sampler
@@ -118,6 +119,8 @@ class IngestWriter:
             self.releases.refresh(self.store)
         skipped = written.outcome.skipped
         written.records = [r for r in records if r.trace_id not in skipped] if skipped else list(records)
+        # A rootless trace another replica completed is not a partial trace either.
+        output.partial_traces -= sum(1 for t in skipped if lost_root(output.spans_by_trace[t]))
         return written
 
     def _production_half(self, record: QueryRecord, batch_records: dict[str, QueryRecord]) -> QueryRecord | None:

@@ -137,7 +137,9 @@ class IngestPipeline:
         if written.pull_expired:
             self.metrics.review_pull_expired.inc(written.pull_expired)
         self._count_assembly(output)
-        for record in written.records:
+        # In the order the queries started: inferred regenerations compare a session's queries in
+        # time, and a request's spans come grouped by resource and scope, not by time.
+        for record in sorted(written.records, key=lambda r: r.start_ns):
             self.observer.observe(record)
         if self.regeneration is not None:
             self.regeneration.offer(written.records, self.observer.labels_of)

@@ -44,13 +44,15 @@ from rag_monitor.collectors.config import IngestLimits
 from rag_monitor.collectors.pricing import PriceTable
 from rag_monitor.collectors.pseudonyms import load_pseudonym_key
 from rag_monitor.collectors.redaction import Redactor
-from rag_monitor.config_files import config_path, load_config
+from rag_monitor.config_files import CONFIG_FILES, config_path, load_config
 from rag_monitor.detectors.faithfulness import load_scorer
 from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
 from rag_monitor.detectors.jobs import DriftScheduler
 from rag_monitor.detectors.profiles import load_profiles
 from rag_monitor.review.auth import Reviewers
+from rag_monitor.review.collector import ReviewMetricsCollector
+from rag_monitor.review.proxy import ExternalView
 from rag_monitor.review.sampler import Sampler, SamplingConfig
 from rag_monitor.review.web import ReviewApp
 from rag_monitor.settings import AgentSettings
@@ -159,10 +161,9 @@ class Agent:
         self.redactor = load_config("redaction_rules", s.redaction_rules, lambda p: Redactor.load(p, pseudonym_key=key),
                                     lambda: Redactor(pseudonym_key=key))
         self.sampler = Sampler(load_config("sampling_config", s.sampling_config, SamplingConfig.load, SamplingConfig))
-        log.info("config: ingest %s, prices %s (%d models), redaction %s, sampling %s, drift profiles %s",
-                 *(config_path(name, getattr(s, name)) for name in ("ingest_config", "price_table")), len(self.prices.prices),
-                 *(config_path(name, getattr(s, name)) for name in ("redaction_rules", "sampling_config")),
-                 [p.name for p in self.profiles] or "none")
+        files = ", ".join(f"{name}={config_path(name, getattr(s, name)) or 'none'}" for name in CONFIG_FILES)
+        log.info("config files: %s; %d priced models; drift profiles: %s", files, len(self.prices.prices),
+                 ", ".join(p.name for p in self.profiles) or "none")
         self.observer = QueryObserver(
             self.metrics, self.prices.call_cost,
             top_intents=s.top_intents, top_tenants=s.top_tenants, top_releases=s.top_releases,
@@ -202,7 +203,13 @@ class Agent:
         self.reviewers = Reviewers.parse(s.review_tokens)
         if not len(self.reviewers):
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
-        self.review_app = ReviewApp(self.store, self.reviewers, claim_s=s.review_claim_s, on_review=self._on_review)
+        self.review_metrics = ReviewMetricsCollector(self.store, reviewers=[r.name for r in self.reviewers], top_releases=s.top_releases)
+        self.registry.register(self.review_metrics)
+        self.review_app = ReviewApp(
+            self.store, self.reviewers, claim_s=s.review_claim_s, on_review=self._on_review,
+            external=ExternalView.parse(s.trusted_proxies, s.review_external_url),
+            double_share=s.review_double_share, guidelines=s.review_guidelines,
+        )
 
     def _build_scoring(self) -> None:
         s = self.settings
@@ -260,6 +267,7 @@ class Agent:
 
     def _on_review(self, item, labels) -> None:
         self.review_stats.invalidate()
+        self.review_metrics.invalidate()
 
     # --- serving ----------------------------------------------------------------------------
 
@@ -274,8 +282,10 @@ class Agent:
 
         s = self.settings
         configs = [
-            uvicorn.Config(self.build_otlp_app(), host=s.otlp_host, port=s.otlp_port, log_level="warning", lifespan="on"),
-            uvicorn.Config(self.build_http_app(), host=s.http_host, port=s.http_port, log_level="warning", lifespan="on"),
+            # proxy_headers off: uvicorn would believe X-Forwarded-For from loopback; the review
+            # page reads forwarded headers itself, from `trusted_proxies` only.
+            uvicorn.Config(self.build_otlp_app(), host=s.otlp_host, port=s.otlp_port, log_level="warning", lifespan="on", proxy_headers=False),
+            uvicorn.Config(self.build_http_app(), host=s.http_host, port=s.http_port, log_level="warning", lifespan="on", proxy_headers=False),
         ]
         self._servers = [Server(c) for c in configs]
         tasks = [asyncio.ensure_future(server.serve()) for server in self._servers]

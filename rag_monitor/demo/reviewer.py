@@ -20,19 +20,20 @@ _CSRF = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
 
 
 class SimulatedReviewer:
-    def __init__(self, base_url: str, token: str, corpus: Corpus) -> None:
+    def __init__(self, base_url: str, token: str, corpus: Corpus, name: str = "demo-reviewer") -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
         self._client = httpx.Client(base_url=self.base_url, timeout=10.0, follow_redirects=True)
         self.corpus = corpus
         self._token = token
+        self.name = name
         self._csrf: str | None = None
         self._questions = {q.text: q for q in (*corpus.policy_questions, *corpus.nq_questions, *corpus.unanswerable_questions)}
         self.labelled = 0
 
     def _login(self) -> None:
-        response = self._client.post("/review/login", data={"token": self._token})
+        response = self._client.post("/review/login", data={"reviewer": self.name, "token": self._token})
         match = _CSRF.search(response.text)
         if response.status_code != 200 or not match:
             raise RuntimeError(f"review login failed ({response.status_code}): is the token configured?")
@@ -50,16 +51,21 @@ class SimulatedReviewer:
             if d.metadata.get("family") == question.family and not d.metadata["archived"]
         }
 
-    def labels_for(self, view: dict[str, Any]) -> dict[str, Any]:
-        """The labels a careful expert gives the blind view of one item."""
+    def relevance_for(self, view: dict[str, Any]) -> dict[str, Any]:
+        """Step one: the candidates that answer the question are relevant and gold."""
         gold = self._gold_contents(view["question"])
-        relevant = [c["key"] for c in view["candidates"] if c["content"] in gold]
+        keys = [c["key"] for c in view["candidates"] if c["content"] in gold]
+        return {"relevant": keys, "gold": keys}
+
+    def labels_for(self, view: dict[str, Any]) -> dict[str, Any]:
+        """Step two: the labels a careful expert gives the answer and its contexts."""
+        gold = self._gold_contents(view["question"])
         answer = view.get("answer", "")
         contexts = " ".join(view.get("contexts", []))
         sentences = [s.strip() for s in re.split(r"\s*\[\d+\]\s*", answer) if s.strip()]
         refused = not sentences or answer.startswith("I could not find")
         cites_gold = any(content in gold for content in view.get("contexts", [])) and not refused
-        labels: dict[str, Any] = {"relevant": relevant, "reasons": [], "note": "simulated reviewer"}
+        labels: dict[str, Any] = {"reasons": [], "note": "simulated reviewer"}
         if refused:
             labels["refusal_appropriate"] = "no" if gold else "yes"
             labels["faithful"] = None
@@ -85,6 +91,10 @@ class SimulatedReviewer:
                 break
             response.raise_for_status()
             view = response.json()
+            if view["step"] == "relevance":
+                step = self._client.post(f"/api/review/items/{view['item']}/relevance", json=self.relevance_for(view), headers=headers)
+                step.raise_for_status()
+                view = step.json()
             posted = self._client.post(f"/api/review/items/{view['item']}/labels", json=self.labels_for(view), headers=headers)
             posted.raise_for_status()
             done += 1

@@ -245,7 +245,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
 
         agent = _start_agent(root, phoenix.url if phoenix else "", stack, free_port, options.quick)
         urls = {"metrics": f"http://127.0.0.1:{agent.settings.http_port}/metrics",
-                "review": f"http://127.0.0.1:{agent.settings.http_port}/review (token: {REVIEW_TOKEN})"}
+                "review": f"http://127.0.0.1:{agent.settings.http_port}/review (reviewer: demo-reviewer, token: {REVIEW_TOKEN})"}
         if phoenix:
             urls["phoenix"] = phoenix.url
 

@@ -1,26 +1,45 @@
-"""What a reviewer sees of a review item: nothing that reveals the pipeline's choices.
+"""What a reviewer sees of a review item, in two blind steps.
 
-The blind view has the question, the delivered contexts and the answer; never the release,
-model, variant, scores, stratum or trace id. For relevance labels it lists the candidate
-documents (delivered and filtered out) shuffled together, under opaque keys, so the reviewer
-cannot tell which the pipeline dropped; the server maps the keys back to document ids. A
-shadow pair shows both answers in random order.
+Step one, relevance: the question and the candidate documents (delivered, dropped after
+retrieval and removed by a relevance filter) shuffled together under opaque keys, each shown
+the same way. No answer (its wording would tell which document it used), no delivered
+contexts, no order, id, attribute or count that tells delivered from dropped. The server maps
+keys back to document ids. Step two, once relevance is locked in: the answer with the
+contexts it was given, for faithful, correct and refusal-appropriate; a shadow pair shows
+both answers in random order.
 
-The shuffle is seeded by the item id, so the same item shows the same order on reload and the
-server can map keys back without remembering anything.
+Never shown to anyone: release, model, variant, scores, stratum, trace id; documents an
+entitlement filter removed (the user was not allowed to see them); documents of a tenant the
+reviewer is not scoped to; candidates whose content was not recorded (nobody can judge them:
+the page says how many were left out). Bidirectional control characters are made visible.
+
+The shuffle is seeded by the item id, so a reload shows the same order and the server maps
+keys back without remembering anything.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from rag_monitor import semconv
 from rag_monitor.record import Document, QueryRecord
 
 REASONS = ("wrong", "incomplete", "off-topic", "harmful", "slow")
 TRISTATE = ("yes", "no", "unsure")
+MAX_TEXT = 4000
+
+# Embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), marks (LRM, RLM, ALM):
+# shown as their code point, so a question cannot reorder what the reviewer reads.
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def neutralise(text: str | None) -> str:
+    """``text`` with every bidirectional control character replaced by a visible ``<U+XXXX>``."""
+    return _BIDI.sub(lambda m: f"<U+{ord(m.group()):04X}>", text or "")
 
 
 @dataclass(frozen=True)
@@ -34,77 +53,134 @@ def _rng(item_id: int, salt: str) -> random.Random:
     return random.Random(hashlib.sha256(f"{salt}:{item_id}".encode()).digest())
 
 
-def candidates(item_id: int, record: QueryRecord) -> list[Candidate]:
-    """Delivered and filtered-out documents, deduplicated by id, shuffled, under opaque keys."""
-    docs: dict[str, Document] = {}
-    for doc in [*record.delivered, *record.retrieved]:
-        key = doc.id or doc.content
-        if key and key not in docs:
-            docs[key] = doc
+def _entitlement_excluded(record: QueryRecord) -> tuple[set[str], set[str]]:
+    ids: set[str] = set()
+    contents: set[str] = set()
     for applied in record.filters:
-        for doc in applied.excluded_documents:
-            if doc.id and (doc.id not in docs or not docs[doc.id].content):
-                docs[doc.id] = doc
-        for doc_id in applied.excluded_ids:
-            docs.setdefault(doc_id, Document(id=doc_id, content=""))
-    shuffled = list(docs.values())
-    _rng(item_id, "candidates").shuffle(shuffled)
-    return [Candidate(f"d{i + 1}", d.id, d.content) for i, d in enumerate(shuffled)]
+        if applied.kind == semconv.FILTER_ENTITLEMENT:
+            ids.update(applied.excluded_ids)
+            for doc in applied.excluded_documents:
+                if doc.id:
+                    ids.add(doc.id)
+                if doc.content:
+                    contents.add(doc.content)
+    return ids, contents
 
 
-def blind_view(item_id: int, record: QueryRecord, paired: QueryRecord | None = None) -> dict[str, Any]:
-    """The JSON the review page renders: only what a blind reviewer may see."""
+def visible_document(doc: Document, tenants: frozenset[str] | None) -> bool:
+    """A document carrying a tenant outside the reviewer's scope is never shown."""
+    tenant = doc.metadata.get("tenant") if isinstance(doc.metadata, dict) else None
+    return tenants is None or tenant is None or tenant in tenants
+
+
+def candidates(item_id: int, record: QueryRecord, tenants: frozenset[str] | None = None) -> tuple[list[Candidate], int]:
+    """``(shuffled candidates under opaque keys, how many were left out for lack of content)``."""
+    banned_ids, banned_contents = _entitlement_excluded(record)
+    docs: dict[str, Document] = {}
+    relevance_filtered = [d for f in record.filters if f.kind != semconv.FILTER_ENTITLEMENT for d in f.excluded_documents]
+    relevance_ids = [i for f in record.filters if f.kind != semconv.FILTER_ENTITLEMENT for i in f.excluded_ids]
+    for doc in [*record.delivered, *record.retrieved, *relevance_filtered, *(Document(i) for i in relevance_ids)]:
+        if (doc.id and doc.id in banned_ids) or (doc.content and doc.content in banned_contents):
+            continue
+        if not visible_document(doc, tenants):
+            continue
+        key = doc.id or doc.content
+        if key and (key not in docs or not docs[key].content):
+            docs[key] = doc
+    offered = [d for d in docs.values() if d.content and d.content.strip()]
+    # Order by a hash of the content first: the shuffle must not depend on the order above.
+    offered.sort(key=lambda d: hashlib.sha256(f"{d.id}\0{d.content}".encode()).digest())
+    _rng(item_id, "candidates").shuffle(offered)
+    return [Candidate(f"d{i + 1}", d.id, d.content) for i, d in enumerate(offered)], len(docs) - len(offered)
+
+
+def relevance_view(item_id: int, record: QueryRecord, tenants: frozenset[str] | None = None) -> dict[str, Any]:
+    """Step one: the question and the candidates, nothing else."""
+    shown, left_out = candidates(item_id, record, tenants)
+    return {
+        "item": item_id,
+        "step": "relevance",
+        "question": neutralise(record.query),
+        "candidates": [{"key": c.key, "content": neutralise(c.content)} for c in shown],
+        "left_out": left_out,
+    }
+
+
+def _flipped(item_id: int) -> bool:
+    return _rng(item_id, "pair").random() < 0.5
+
+
+def answer_view(item_id: int, record: QueryRecord, paired: QueryRecord | None = None,
+                tenants: frozenset[str] | None = None) -> dict[str, Any]:
+    """Step two: the answer (or both answers of a pair) and the contexts it was given."""
     view: dict[str, Any] = {
         "item": item_id,
-        "question": record.query,
-        "contexts": [d.content for d in record.delivered],
-        "candidates": [{"key": c.key, "content": c.content or "(content not recorded)"} for c in candidates(item_id, record)],
+        "step": "answer",
+        "question": neutralise(record.query),
+        "contexts": [neutralise(d.content) for d in record.delivered if d.content and visible_document(d, tenants)],
         "reasons": list(REASONS),
     }
     if paired is None:
-        view["answer"] = record.answer
+        view["answer"] = neutralise(record.answer)
     else:
-        answers = [record.answer, paired.answer]
-        flipped = _rng(item_id, "pair").random() < 0.5
-        view["answers"] = answers[::-1] if flipped else answers
+        answers = [neutralise(record.answer), neutralise(paired.answer)]
+        view["answers"] = answers[::-1] if _flipped(item_id) else answers
     return view
 
 
-def unblind_labels(item_id: int, record: QueryRecord, labels: dict[str, Any], paired: QueryRecord | None = None) -> dict[str, Any]:
-    """Validate labels posted by the page and map opaque keys back to document ids.
+def _keys(body: dict[str, Any], name: str, known: dict[str, Candidate]) -> list[str]:
+    keys = body.get(name, [])
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise ValueError(f"{name} must be a list of candidate keys")
+    unknown = sorted(set(keys) - set(known))
+    if unknown:
+        raise ValueError(f"{name} names unknown candidates {unknown[:10]}")
+    return sorted({known[k].document_id or f"content:{hashlib.sha256(known[k].content.encode()).hexdigest()[:16]}" for k in keys})
 
-    Raises ``ValueError`` with a message naming the bad field.
+
+def relevance_labels(item_id: int, record: QueryRecord, body: Any, tenants: frozenset[str] | None = None) -> dict[str, Any]:
+    """Validate step one's labels and map keys back to document ids; gold implies relevant.
+
+    Raises ``ValueError`` naming the bad field.
     """
-    if not isinstance(labels, dict):
+    if not isinstance(body, dict):
+        raise ValueError("labels must be a JSON object")
+    known = {c.key: c for c in candidates(item_id, record, tenants)[0]}
+    relevant = _keys(body, "relevant", known)
+    gold = _keys(body, "gold", known)
+    return {"relevant_documents": sorted(set(relevant) | set(gold)), "gold_documents": gold}
+
+
+def _text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise ValueError(f"{name} must be a string of at most {MAX_TEXT} characters")
+    return value
+
+
+def answer_labels(item_id: int, record: QueryRecord, body: Any, paired: QueryRecord | None = None) -> dict[str, Any]:
+    """Validate step two's labels. Raises ``ValueError`` naming the bad field."""
+    if not isinstance(body, dict):
         raise ValueError("labels must be a JSON object")
     out: dict[str, Any] = {}
     for name in ("faithful", "correct", "refusal_appropriate"):
-        value = labels.get(name)
+        value = body.get(name)
         if value is not None and value not in TRISTATE:
-            raise ValueError(f"{name} must be one of {TRISTATE} or null, got {value!r}")
+            raise ValueError(f"{name} must be one of {TRISTATE} or null, got {str(value)[:40]!r}")
         out[name] = value
-    keys = labels.get("relevant", [])
-    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-        raise ValueError("relevant must be a list of candidate keys")
-    by_key = {c.key: c for c in candidates(item_id, record)}
-    unknown = sorted(set(keys) - set(by_key))
-    if unknown:
-        raise ValueError(f"relevant names unknown candidates {unknown}")
-    out["relevant_documents"] = sorted({by_key[k].document_id for k in keys if by_key[k].document_id})
-    reasons = labels.get("reasons", [])
+    reasons = body.get("reasons", [])
     if not isinstance(reasons, list) or any(r not in REASONS for r in reasons):
         raise ValueError(f"reasons must be a list drawn from {REASONS}")
     out["reasons"] = sorted(set(reasons))
-    note = labels.get("note", "")
-    if not isinstance(note, str) or len(note) > 4000:
-        raise ValueError("note must be a string of at most 4000 characters")
-    out["note"] = note
+    out["note"] = _text(body, "note")
+    out["corrected_answer"] = _text(body, "corrected_answer")
     if paired is not None:
-        preferred = labels.get("preferred")
+        preferred = body.get("preferred")
         if preferred not in ("A", "B", "tie", None):
-            raise ValueError(f"preferred must be A, B, tie or null, got {preferred!r}")
-        flipped = _rng(item_id, "pair").random() < 0.5
+            raise ValueError(f"preferred must be A, B, tie or null, got {str(preferred)[:40]!r}")
         own, other = record.variant, paired.variant
-        mapping = {"A": other if flipped else own, "B": own if flipped else other}
+        mapping = {"A": other if _flipped(item_id) else own, "B": own if _flipped(item_id) else other}
         out["preferred"] = mapping.get(preferred, preferred)
     return out

@@ -8,9 +8,11 @@ the package::
 """
 
 from .engine import default_sqlite_url
-from .ingest import IngestBatch, IngestOutcome, QueueWrite
 from .errors import ClaimError, NotFound, ReservoirMismatch, StoreError, StoreUnavailable
-from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
+from .ingest import IngestBatch, IngestOutcome, QueueWrite
+from .models import (
+    DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, ReviewSession, Score,
+)
 from .store import Store, open_store
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "ReservoirMismatch",
     "Review",
     "ReviewItem",
+    "ReviewSession",
     "Score",
     "Store",
     "StoreError",

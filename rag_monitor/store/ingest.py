@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from rag_monitor.record import QueryRecord
 
 from .engine import Database
-from .models import FeedbackEvent, now_s
+from .models import FeedbackEvent
 from .schema import pending_spans
 
 

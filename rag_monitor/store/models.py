@@ -65,6 +65,10 @@ class ReviewItem:
     claim_expires_at: float | None
     created_at: float
     reviewed_at: float | None
+    assigned_to: str | None = None
+    """A reviewer's name or ``group:<name>``; None: anyone."""
+    draft: dict[str, Any] | None = None
+    """The claim holder's step-one (relevance) labels, until they submit."""
     pair_record: dict[str, Any] | None = None
     """A shadow pair's production half (its ``QueryRecord.to_dict()``), stored with the item."""
     counted_weight: float = 0.0
@@ -87,6 +91,8 @@ class ReviewItem:
             record=json.loads(m["record"]), pair_trace_id=m["pair_trace_id"], state=m["state"],
             claimed_by=m["claimed_by"], claim_expires_at=m["claim_expires_at"],
             created_at=m["created_at"], reviewed_at=m["reviewed_at"],
+            assigned_to=m.get("assigned_to"),
+            draft=json.loads(m["draft"]) if m.get("draft") else None,
             pair_record=json.loads(m["pair_record"]) if m["pair_record"] is not None else None,
             counted_weight=m["counted_weight"],
         )
@@ -102,6 +108,15 @@ class Review:
     """A pseudonym, never a real identity."""
     labels: dict[str, Any]
     created_at: float
+
+
+@dataclass(frozen=True)
+class ReviewSession:
+    """A logged-in reviewer's session, shared by every replica through the store."""
+
+    reviewer: str
+    csrf_token: str
+    expires_at: float
 
 
 @dataclass(frozen=True)

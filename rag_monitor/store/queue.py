@@ -20,7 +20,7 @@ from rag_monitor.record import QueryRecord
 from .engine import Database
 from .errors import ClaimError, NotFound
 from .models import Review, ReviewItem, dump_json, now_s, record_json
-from .schema import REVIEW_STATES, review_items, reviews
+from .schema import REVIEW_STATES, review_items, review_skips, reviews
 
 DEFAULT_QUEUE = "default"
 QUEUED, UPGRADED = "queued", "upgraded"
@@ -126,13 +126,16 @@ class ReviewQueue:
         lease_s: float,
         tenants: Iterable[str] | None = None,
         *,
+        groups: Iterable[str] = (),
         queue: str = DEFAULT_QUEUE,
         now: float | None = None,
     ) -> ReviewItem | None:
         """Lease the oldest claimable item to ``reviewer`` for ``lease_s`` seconds.
 
         ``tenants`` restricts the claim to items of those tenants (None: any item, an empty
-        set: nothing). Returns None when nothing is claimable.
+        set: nothing). Items assigned to someone else (or to a group not in ``groups``),
+        items this reviewer already reviewed or skipped are not offered. Returns None when
+        nothing is claimable.
         """
         if not reviewer:
             raise ValueError("reviewer must be a non-empty pseudonym")
@@ -140,7 +143,7 @@ class ReviewQueue:
             raise ValueError(f"lease_s must be positive, got {lease_s!r}")
         now = now_s() if now is None else now
         t = review_items
-        conditions = [t.c.queue == queue, _claimable(now)]
+        conditions = [t.c.queue == queue, claimable(now), *offered_to(reviewer, groups)]
         if tenants is not None:
             tenant_list = sorted(set(tenants))
             if not tenant_list:
@@ -155,8 +158,8 @@ class ReviewQueue:
         )
         stmt = (
             sa.update(t)
-            .where(t.c.id == candidate, _claimable(now))
-            .values(state="claimed", claimed_by=reviewer, claim_expires_at=now + lease_s)
+            .where(t.c.id == candidate, claimable(now))
+            .values(state="claimed", claimed_by=reviewer, claim_expires_at=now + lease_s, draft=None)
             .returning(*t.c)
         )
         with self._db.write() as conn:
@@ -164,20 +167,35 @@ class ReviewQueue:
         return ReviewItem.from_row(row) if row is not None else None
 
     def submit_review(
-        self, item_id: int, reviewer: str, labels: dict[str, Any], *, now: float | None = None
+        self, item_id: int, reviewer: str, labels: dict[str, Any], *, reviews_needed: int = 1,
+        now: float | None = None,
     ) -> Review:
-        """Record ``reviewer``'s labels; only the holder of a valid claim may submit."""
+        """Record ``reviewer``'s labels; only the holder of a valid claim may submit.
+
+        The item is ``reviewed`` once it has ``reviews_needed`` reviews; before that it
+        returns to the queue for another reviewer.
+        """
         if not isinstance(labels, dict):
             raise TypeError(f"labels must be a dict, got {type(labels).__name__}")
         labels_json = dump_json(labels, "labels")
         now = now_s() if now is None else now
         t = review_items
+        earlier = (
+            sa.select(sa.func.count()).select_from(reviews).where(reviews.c.item_id == t.c.id).scalar_subquery()
+        )
+        complete = earlier + 1 >= reviews_needed
         with self._db.write() as conn:
             done = conn.execute(
                 sa.update(t)
                 .where(t.c.id == item_id, t.c.state == "claimed", t.c.claimed_by == reviewer,
                        t.c.claim_expires_at > now)
-                .values(state="reviewed", reviewed_at=now)
+                .values(
+                    state=sa.case((complete, "reviewed"), else_="queued"),
+                    reviewed_at=sa.case((complete, now), else_=None),
+                    claimed_by=sa.case((complete, t.c.claimed_by), else_=None),
+                    claim_expires_at=sa.case((complete, t.c.claim_expires_at), else_=None),
+                    draft=None,
+                )
             )
             if done.rowcount != 1:
                 row = conn.execute(sa.select(t).where(t.c.id == item_id)).first()
@@ -197,7 +215,7 @@ class ReviewQueue:
             return conn.execute(
                 sa.update(t)
                 .where(t.c.state == "claimed", t.c.claim_expires_at <= now)
-                .values(state="queued", claimed_by=None, claim_expires_at=None)
+                .values(state="queued", claimed_by=None, claim_expires_at=None, draft=None)
             ).rowcount
 
     def get_item(self, item_id: int) -> ReviewItem:
@@ -233,12 +251,19 @@ class ReviewQueue:
     def reviewed(
         self, since: float | None = None, *, queue: str | None = None, limit: int | None = None
     ) -> list[tuple[ReviewItem, Review]]:
-        """Reviewed items with their review, oldest review first; ``since`` filters review time."""
+        """Items with their first review, oldest review first; ``since`` filters review time.
+
+        An item reviewed twice appears once, with its first review: estimates count each
+        sampled query once (``all_reviews`` has every review, for agreement).
+        """
         t, r = review_items, reviews
+        other = reviews.alias("first_review")
+        first = sa.select(sa.func.min(other.c.id)).where(other.c.item_id == t.c.id).scalar_subquery()
         stmt = (
             sa.select(t, r.c.id.label("review_id"), r.c.reviewer, r.c.labels,
                       r.c.created_at.label("review_created_at"))
             .join(r, r.c.item_id == t.c.id)
+            .where(r.c.id == first)
             .order_by(r.c.created_at, r.c.id)
         )
         if since is not None:
@@ -261,7 +286,19 @@ def _tenant_of(record: QueryRecord | dict[str, Any]) -> str | None:
     return record.tenant if isinstance(record, QueryRecord) else record.get("tenant")
 
 
-def _claimable(now: float) -> sa.ColumnElement[bool]:
+def offered_to(reviewer: str, groups: Iterable[str]) -> list[sa.ColumnElement[bool]]:
+    t = review_items
+    assignees = [reviewer, *(f"group:{g}" for g in sorted(set(groups)))]
+    done_by_me = sa.select(reviews.c.id).where(reviews.c.item_id == t.c.id, reviews.c.reviewer == reviewer)
+    skipped_by_me = sa.select(review_skips.c.id).where(review_skips.c.item_id == t.c.id, review_skips.c.reviewer == reviewer)
+    return [
+        sa.or_(t.c.assigned_to.is_(None), t.c.assigned_to.in_(assignees)),
+        ~sa.exists(done_by_me),
+        ~sa.exists(skipped_by_me),
+    ]
+
+
+def claimable(now: float) -> sa.ColumnElement[bool]:
     t = review_items
     return sa.or_(t.c.state == "queued", sa.and_(t.c.state == "claimed", t.c.claim_expires_at <= now))
 

@@ -56,6 +56,10 @@ review_items = sa.Table(
     sa.Column("claim_expires_at", sa.Double, nullable=True),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("reviewed_at", sa.Double, nullable=True),
+    # A reviewer's name or ``group:<name>``; NULL: anyone may claim it (0003_review).
+    sa.Column("assigned_to", sa.String(200), nullable=True, index=True),
+    # The claim holder's relevance labels (step one of the blind flow), until they submit.
+    sa.Column("draft", sa.Text, nullable=True),
     # Enqueueing the same trace twice (agent crash + OTLP retry) must be a no-op.
     sa.UniqueConstraint("queue", "trace_id"),
     sa.CheckConstraint("state IN ('queued', 'claimed', 'reviewed')", name="state"),
@@ -68,10 +72,44 @@ reviews = sa.Table(
     "reviews",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("item_id", sa.Integer, sa.ForeignKey("review_items.id", ondelete="CASCADE"), nullable=False, unique=True),
+    sa.Column("item_id", sa.Integer, sa.ForeignKey("review_items.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("reviewer", sa.String(200), nullable=False),
     sa.Column("labels", sa.Text, nullable=False),
     sa.Column("created_at", sa.Double, nullable=False, index=True),
+    # A share of items is reviewed twice, never twice by the same reviewer.
+    sa.UniqueConstraint("item_id", "reviewer"),
+)
+
+review_skips = sa.Table(
+    "review_skips",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("item_id", sa.Integer, sa.ForeignKey("review_items.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("reviewer", sa.String(200), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.UniqueConstraint("item_id", "reviewer"),
+)
+
+review_sessions = sa.Table(
+    "review_sessions",
+    metadata,
+    # Only the SHA-256 of the cookie's session id: a database dump opens no session.
+    sa.Column("id_sha256", sa.String(64), primary_key=True),
+    sa.Column("reviewer", sa.String(200), nullable=False),
+    sa.Column("csrf_token", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("expires_at", sa.Double, nullable=False, index=True),
+)
+
+login_failures = sa.Table(
+    "login_failures",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    # ``account:<name>`` or ``client:<address>``; rows older than the window are deleted.
+    sa.Column("key", sa.String(300), nullable=False),
+    sa.Column("at", sa.Double, nullable=False, index=True),
+    sa.Index(None, "key", "at"),
 )
 
 feedback = sa.Table(

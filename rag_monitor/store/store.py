@@ -15,10 +15,13 @@ from .coordination import Locks, Releases, SessionWindows
 from .drift import DriftRuns, Reservoirs
 from .engine import Database
 from .ingest import IngestBatch, IngestOutcome, PendingSpans
-from .models import now_s
-from .models import DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, Score
+from .models import (
+    DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, ReviewSession, Score, now_s,
+)
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
+from .sessions import Sessions
+from .workflow import ReviewWorkflow
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 # Any constant: replicas starting together take it so only one runs the migrations.
@@ -59,6 +62,8 @@ class Store:
         self._feedback = FeedbackLog(self._db)
         self._scores = Scores(self._db)
         self._queue = ReviewQueue(self._db)
+        self._workflow = ReviewWorkflow(self._db)
+        self._sessions = Sessions(self._db)
         self._reservoirs = Reservoirs(
             self._db,
             reference_capacity=reference_capacity,
@@ -200,17 +205,71 @@ class Store:
         lease_s: float,
         tenants: Iterable[str] | None = None,
         *,
+        groups: Iterable[str] = (),
         queue: str = DEFAULT_QUEUE,
         now: float | None = None,
     ) -> ReviewItem | None:
-        """Lease the oldest claimable item (queued, or a lapsed claim) to ``reviewer``."""
-        return self._queue.claim(reviewer, lease_s, tenants, queue=queue, now=now)
+        """Lease the oldest claimable item (queued, or a lapsed claim) to ``reviewer``.
+
+        Not offered: items assigned to others, items this reviewer reviewed or skipped.
+        """
+        return self._queue.claim(reviewer, lease_s, tenants, groups=groups, queue=queue, now=now)
 
     def submit_review(
-        self, item_id: int, reviewer: str, labels: dict[str, Any], *, now: float | None = None
+        self, item_id: int, reviewer: str, labels: dict[str, Any], *, reviews_needed: int = 1,
+        now: float | None = None,
     ) -> Review:
-        """Store labels; raises ``ClaimError`` unless ``reviewer`` holds a valid claim, ``NotFound``."""
-        return self._queue.submit_review(item_id, reviewer, labels, now=now)
+        """Store labels; raises ``ClaimError`` unless ``reviewer`` holds a valid claim, ``NotFound``.
+
+        With ``reviews_needed=2`` the item returns to the queue for a second reviewer.
+        """
+        return self._queue.submit_review(item_id, reviewer, labels, reviews_needed=reviews_needed, now=now)
+
+    def current_claim(self, reviewer: str, *, now: float | None = None) -> ReviewItem | None:
+        """The item ``reviewer`` holds a valid claim on, if any."""
+        return self._workflow.current_claim(reviewer, now=now)
+
+    def claimable_count(self, reviewer: str, *, tenants: Iterable[str] | None = None, groups: Iterable[str] = (),
+                        now: float | None = None) -> int:
+        return self._workflow.claimable_count(reviewer, tenants=tenants, groups=groups, now=now)
+
+    def save_draft(self, item_id: int, reviewer: str, draft: dict[str, Any], *, now: float | None = None) -> None:
+        """The claim holder's step-one labels (once); ``ClaimError`` otherwise."""
+        self._workflow.save_draft(item_id, reviewer, draft, now=now)
+
+    def skip_item(self, item_id: int, reviewer: str, reason: str, *, now: float | None = None) -> None:
+        """Pass on a claimed item with a reason; it is not offered to this reviewer again."""
+        self._workflow.skip(item_id, reviewer, reason, now=now)
+
+    def assign(self, assignee: str | None, *, count: int | None = None, tenant: str | None = None,
+               item_ids: Iterable[int] | None = None) -> int:
+        """Assign unreviewed items to a reviewer or ``group:<name>``; returns how many."""
+        return self._workflow.assign(assignee, count=count, tenant=tenant, item_ids=item_ids)
+
+    def all_reviews(self, item_ids: Iterable[int] | None = None) -> dict[int, list[Review]]:
+        """Every review (first and second) by item id."""
+        return self._workflow.all_reviews(item_ids)
+
+    def reviewer_progress(self, *, now: float | None = None, recent_s: float = 3600.0) -> dict[str, dict[str, int]]:
+        return self._workflow.reviewer_progress(now=now, recent_s=recent_s)
+
+    # --- review sessions and login throttle -----------------------------------------------------
+
+    def create_session(self, id_sha256: str, reviewer: str, csrf_token: str, ttl_s: float, *,
+                       now: float | None = None) -> None:
+        self._sessions.create(id_sha256, reviewer, csrf_token, ttl_s, now=now)
+
+    def get_session(self, id_sha256: str, *, now: float | None = None) -> ReviewSession | None:
+        return self._sessions.get(id_sha256, now=now)
+
+    def drop_session(self, id_sha256: str) -> None:
+        self._sessions.drop(id_sha256)
+
+    def record_login_failure(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> None:
+        self._sessions.record_failure(keys, window_s, now=now)
+
+    def login_failures(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> dict[str, int]:
+        return self._sessions.failures(keys, window_s, now=now)
 
     def release_expired_claims(self, now: float | None = None) -> int:
         return self._queue.release_expired_claims(now)

@@ -64,6 +64,7 @@ def test_spans_acknowledged_by_one_replica_join_their_root_on_another(start_agen
     # Replica a still held the early spans in memory: at its root timeout it does not count a partial trace.
     wait_until(lambda: a.agent.pipeline.assembler.pending_traces == 0, timeout=30, what="replica a's root timeout")
     assert a.metric_sum("rag_queries_total") == 0 and b.metric_sum("rag_queries_total") == 1
+    assert a.metric_sum("rag_agent_traces_partial_total") == 0  # nor as a partial trace
     assert b.store.get_recent(trace_id).retrieved == record.retrieved
 
 

@@ -124,8 +124,11 @@ def test_agent_started_from_an_empty_directory_prices_detects_drift_and_redacts(
         assert metric("rag_cost_usd_total", model="gpt-4o-mini") == pytest.approx(0.000156)  # the shipped price table
         assert metric("rag_agent_pii_redactions_total", kind="email") == 1  # the built-in rules
         assert (tmp_path / "data" / "pseudonym.key").is_file()  # no key configured: one kept in the data dir
-        shipped_profiles = "query-mmd"  # the shipped detectors/profiles.yaml
-        assert shipped_profiles in log.read_text() and "drift profiles none" not in log.read_text()
+        import yaml
+
+        shipped = [p["name"] for p in yaml.safe_load(shipped_path("detector_profiles").read_text())["profiles"]]
+        text = log.read_text()
+        assert f"drift profiles: {', '.join(shipped)}" in text and "rag_monitor/defaults/detectors/profiles.yaml" in text
     finally:
         proc.terminate()
         proc.wait(timeout=60)

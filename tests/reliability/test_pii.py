@@ -73,8 +73,11 @@ def test_seeded_pii_reaches_no_sink(start_agent, phoenix_server, tmp_path, caplo
     while (response := alice.api("POST", "/api/review/claim"))[0] == 200:
         view = json.loads(response[1])
         seen.append(response[1].decode())
+        status, step_two = alice.api("POST", f"/api/review/items/{view['item']}/relevance", {})
+        assert status == 200
+        seen.append(step_two.decode())
         assert alice.api("POST", f"/api/review/items/{view['item']}/labels", {"faithful": "yes"})[0] == 200
-    assert len(seen) == len(trace_ids) and not leaks("\n".join(seen))
+    assert len(seen) == 2 * len(trace_ids) and not leaks("\n".join(seen))  # both steps of every item
 
     # the golden export
     golden = tmp_path / "golden.jsonl"

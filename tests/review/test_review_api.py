@@ -16,18 +16,27 @@ from rag_monitor.review.auth import hash_token
 HIDDEN_VALUES = ("rel-2026.11.30", "gpt-secret-model", "shadow", "thumbs_down", "deadbeef" * 4)
 
 
-def sample_record(trace_id: str = "deadbeef" * 4, tenant: str = "acme") -> QueryRecord:
-    return QueryRecord(
+PRIVATE = "PRIVATE: the Globex contract terms"
+"""Content of the document an entitlement filter removed: no reviewer may ever see it."""
+
+
+def sample_record(trace_id: str = "deadbeef" * 4, tenant: str = "acme", **changes) -> QueryRecord:
+    fields = dict(
         trace_id=trace_id, root_span_id="00" * 8, start_ns=1, end_ns=2,
         query="How do I cancel?", answer="Cancel under Settings > Billing.",
         release="rel-2026.11.30", variant="shadow", llm_model="gpt-secret-model", tenant=tenant,
         filters=[
-            FilterApplied("entitlement", "tenant = 'acme'", 50, 40, ["doc-private"]),
-            FilterApplied("relevance", "version = 'v2'", 40, 12, ["doc-current"]),
+            FilterApplied("entitlement", "tenant = 'acme'", 50, 40, ["doc-private"], [Document("doc-private", PRIVATE)]),
+            FilterApplied("relevance", "version = 'v2'", 40, 12, ["doc-current", "doc-blank"],
+                          [Document("doc-current", "Cancel online under Settings > Billing (current policy).")]),
         ],
-        retrieved=[Document("doc-archived", "Cancel by calling us (archived policy)."), Document("doc-other", "Refunds take 5 days.")],
+        # retrieval ran before the entitlement filter: the private document is among the retrieved
+        retrieved=[Document("doc-archived", "Cancel by calling us (archived policy)."), Document("doc-other", "Refunds take 5 days."),
+                   Document("doc-private", PRIVATE)],
         delivered=[Document("doc-archived", "Cancel by calling us (archived policy).")],
     )
+    fields.update(changes)
+    return QueryRecord(**fields)
 
 
 class Client:
@@ -57,13 +66,33 @@ class Client:
         except urllib.error.HTTPError as e:
             return e.code, e.read()
 
-    def login(self, token: str) -> int:
-        status, page = self.call("POST", "/review/login", form={"token": token})
+    def login(self, token: str, reviewer: str | None = None) -> int:
+        """Log in as ``reviewer`` (default: the token's first word, as in ``alice-token``)."""
+        name = reviewer if reviewer is not None else token.split("-")[0]
+        status, page = self.call("POST", "/review/login", form={"reviewer": name, "token": token})
         if status == 200:
             marker = b'name="csrf-token" content="'
             start = page.index(marker) + len(marker)
             self.csrf = page[start:page.index(b'"', start)].decode()
         return status
+
+    def review(self, relevance: dict, labels: dict) -> int:
+        """Claim, give step one's and step two's labels; the status of the last call."""
+        status, body = self.api("POST", "/api/review/claim")
+        if status != 200:
+            return status
+        item = json.loads(body)["item"]
+        status, _ = self.api("POST", f"/api/review/items/{item}/relevance", relevance)
+        if status != 200:
+            return status
+        return self.api("POST", f"/api/review/items/{item}/labels", labels)[0]
+
+    def review_step(self, item: int, labels: dict, relevance: dict | None = None) -> int:
+        """Both steps on an item already claimed."""
+        status, _ = self.api("POST", f"/api/review/items/{item}/relevance", relevance or {})
+        if status != 200:
+            return status
+        return self.api("POST", f"/api/review/items/{item}/labels", labels)[0]
 
     def api(self, method: str, path: str, body=None, csrf: bool = True):
         return self.call(method, path, body=body, headers={"X-CSRF-Token": self.csrf} if csrf else {})
@@ -84,9 +113,11 @@ def test_api_refuses_without_a_session_and_wrong_role(review_agent):
     anonymous = Client(review_agent.http_url)
     assert anonymous.api("POST", "/api/review/claim")[0] == 401
     assert anonymous.login("wrong-token") == 401
+    assert anonymous.login("bob-token", reviewer="alice") == 401  # a valid token under another name
     alice = Client(review_agent.http_url)
     assert alice.login("alice-token") == 200
     assert alice.api("GET", "/api/review/stats")[0] == 403  # reviewers are not admins
+    assert alice.api("POST", "/api/review/assign", {"to": "bob"})[0] == 403
     carol = Client(review_agent.http_url)
     carol.login("carol-token")
     assert carol.api("GET", "/api/review/stats")[0] == 200
@@ -96,51 +127,69 @@ def test_csrf_token_and_origin_are_required(review_agent):
     alice = Client(review_agent.http_url)
     alice.login("alice-token")
     assert alice.api("POST", "/api/review/claim", csrf=False)[0] == 403
+    assert alice.call("POST", "/api/review/claim", headers={"X-CSRF-Token": alice.csrf[:-1] + "x"})[0] == 403
     status, _ = alice.call("POST", "/api/review/claim", headers={"X-CSRF-Token": alice.csrf, "Origin": "http://evil.example"})
     assert status == 403
-    assert alice.api("POST", "/api/review/claim")[0] == 204  # empty queue, but allowed
+    assert alice.call("POST", "/api/review/claim", headers={"X-CSRF-Token": alice.csrf, "Origin": review_agent.http_url})[0] == 204
 
 
-def test_login_attempts_are_rate_limited(review_agent):
-    client = Client(review_agent.http_url)
-    statuses = [client.login(f"guess-{i}") for i in range(7)]
-    assert statuses[:5] == [401] * 5 and statuses[-1] == 429
-    assert client.login("alice-token") == 429  # even the right token waits out the window
-
-
-def test_blind_view_hides_pipeline_fields_and_labels_map_back(review_agent):
+def test_two_steps_keep_relevance_blind_and_never_show_excluded_or_unrecorded_documents(review_agent):
     store = review_agent.store
     store.enqueue(sample_record(), stratum="thumbs_down", inclusion_prob=1.0)
     alice = Client(review_agent.http_url)
     alice.login("alice-token")
     status, body = alice.api("POST", "/api/review/claim")
     assert status == 200
-    for hidden in HIDDEN_VALUES:
-        assert hidden not in body.decode(), hidden
+    text = body.decode()
+    for hidden in (*HIDDEN_VALUES, PRIVATE, "Settings > Billing.", "doc-"):
+        assert hidden not in text, hidden
     view = json.loads(body)
-    assert view["question"] == "How do I cancel?" and view["answer"].startswith("Cancel")
-    contents = {c["key"]: c["content"] for c in view["candidates"]}
-    # delivered, retrieved-but-dropped and filtered-out candidates are all offered, under opaque keys
-    assert len(contents) == 4 and all(k.startswith("d") for k in contents)
+    # step one: the question and candidates only; each candidate is the same two fields
+    assert set(view) == {"item", "step", "question", "candidates", "left_out"} and view["step"] == "relevance"
+    assert {tuple(sorted(c)) for c in view["candidates"]} == {("content", "key")}
+    assert sorted(c["content"] for c in view["candidates"]) == sorted([
+        "Cancel by calling us (archived policy).", "Cancel online under Settings > Billing (current policy).", "Refunds take 5 days."])
+    assert view["left_out"] == 1  # doc-blank: its content was not recorded
+    assert [c["key"] for c in view["candidates"]] == ["d1", "d2", "d3"]
 
-    # a second reviewer never gets the same item
+    item = view["item"]
+    assert alice.api("POST", f"/api/review/items/{item}/labels", {"faithful": "yes"})[0] == 409  # step one first
+    assert alice.api("POST", f"/api/review/items/{item}/relevance", {"relevant": ["d9"]})[0] == 400
+    by_content = {c["content"]: c["key"] for c in view["candidates"]}
+    current = by_content["Cancel online under Settings > Billing (current policy)."]
+    status, body = alice.api("POST", f"/api/review/items/{item}/relevance", {"relevant": [], "gold": [current]})
+    assert status == 200
+    step_two = json.loads(body)
+    assert step_two["step"] == "answer" and step_two["answer"] == "Cancel under Settings > Billing."
+    assert step_two["contexts"] == ["Cancel by calling us (archived policy)."]
+    assert PRIVATE not in body.decode()
+    assert alice.api("POST", f"/api/review/items/{item}/relevance", {"relevant": []})[0] == 409  # locked in
+    assert json.loads(alice.api("POST", "/api/review/claim")[1])["step"] == "answer"  # a reload resumes step two
+
     bob = Client(review_agent.http_url)
     bob.login("bob-token")
-    assert bob.api("POST", "/api/review/claim")[0] == 204
-    assert bob.api("POST", f"/api/review/items/{view['item']}/labels", {"faithful": "yes"})[0] == 403
+    assert bob.api("POST", "/api/review/claim")[0] == 204  # never the same item
+    assert bob.api("POST", f"/api/review/items/{item}/labels", {"faithful": "yes"})[0] == 403
+    assert alice.api("POST", f"/api/review/items/{item}/labels", {"faithful": "maybe"})[0] == 400
+    labels = {"faithful": "yes", "correct": "no", "reasons": ["wrong"], "note": "archived policy",
+              "corrected_answer": "Cancel online under Settings > Billing."}
+    assert alice.api("POST", f"/api/review/items/{item}/labels", labels)[0] == 200
+    (stored, review), = store.reviewed()
+    assert review.labels["relevant_documents"] == review.labels["gold_documents"] == ["doc-current"]
+    assert review.labels["corrected_answer"] == "Cancel online under Settings > Billing."
+    assert review.reviewer == "alice" and stored.state == "reviewed"
 
-    from rag_monitor.review.blind import candidates
 
-    item = store.get_item(view["item"])
-    current_key = next(c.key for c in candidates(item.id, item.query_record) if c.document_id == "doc-current")
-    status, body = alice.api("POST", f"/api/review/items/{view['item']}/labels", {"faithful": "maybe"})
-    assert status == 400 and b"faithful" in body
-    labels = {"faithful": "yes", "correct": "no", "relevant": [current_key], "reasons": ["wrong"], "note": "archived policy"}
-    assert alice.api("POST", f"/api/review/items/{view['item']}/labels", labels)[0] == 200
-    assert store.queue_depth().get("reviewed") == 1
-    (item, review), = store.reviewed()
-    assert review.labels["relevant_documents"] == ["doc-current"]
-    assert review.reviewer == "alice"
+def test_bidirectional_controls_are_made_visible(review_agent):
+    review_agent.store.enqueue(sample_record(query="Refund \u202egnp.exe\u202c?", answer="Yes \u2067x\u2069"), stratum="base", inclusion_prob=1.0)
+    alice = Client(review_agent.http_url)
+    alice.login("alice-token")
+    status, body = alice.api("POST", "/api/review/claim")
+    view = json.loads(body)
+    assert view["question"] == "Refund <U+202E>gnp.exe<U+202C>?"
+    status, body = alice.api("POST", f"/api/review/items/{view['item']}/relevance", {})
+    assert json.loads(body)["answer"] == "Yes <U+2067>x<U+2069>"
+    assert not any(ch in body.decode("unicode_escape") for ch in "\u202e\u2067")
 
 
 def test_false_exclusion_rate_from_reviews(review_agent):
@@ -150,8 +199,8 @@ def test_false_exclusion_rate_from_reviews(review_agent):
     labels = {"release": "rel-2026.11.30"}
     assert review_agent.metric("rag_filter_false_exclusion_ratio", labels) is None  # absent, not 0
     # Reviewers mark, per query: the relevance-excluded doc (a false exclusion), the delivered
-    # doc (eligible, not excluded), the entitlement-excluded doc (never counts), nothing.
-    relevant_by_trace = {"aa" * 16: "doc-current", "bb" * 16: "doc-archived", "cc" * 16: "doc-private", "dd" * 16: None}
+    # doc (eligible, not excluded), nothing.
+    relevant_by_trace = {"aa" * 16: "doc-current", "bb" * 16: "doc-archived", "dd" * 16: None}
     for trace_id in relevant_by_trace:
         store.enqueue(sample_record(trace_id), stratum="base", inclusion_prob=0.5)
     alice = Client(review_agent.http_url)
@@ -160,21 +209,34 @@ def test_false_exclusion_rate_from_reviews(review_agent):
         view = json.loads(alice.api("POST", "/api/review/claim")[1])
         item = store.get_item(view["item"])
         wanted = relevant_by_trace[item.trace_id]
-        keys = [c.key for c in candidates(item.id, item.query_record) if c.document_id == wanted]
-        assert alice.api("POST", f"/api/review/items/{item.id}/labels", {"relevant": keys})[0] == 200
+        keys = [c.key for c in candidates(item.id, item.query_record)[0] if c.document_id == wanted]
+        assert alice.api("POST", f"/api/review/items/{item.id}/relevance", {"relevant": keys})[0] == 200
+        assert alice.api("POST", f"/api/review/items/{item.id}/labels", {})[0] == 200
     assert review_agent.metric("rag_filter_false_exclusion_eligible", labels) == 2
     assert review_agent.metric("rag_filter_false_exclusions", labels) == 1
     assert review_agent.metric("rag_filter_false_exclusion_ratio", labels) == pytest.approx(0.5)
 
 
-def test_tenant_scoped_reviewer_sees_only_their_tenants(review_agent):
-    review_agent.store.enqueue(sample_record("aa" * 16, tenant="acme"), stratum="base", inclusion_prob=1.0)
+def test_tenant_scoped_reviewer_sees_only_their_tenants_and_never_another_tenants_pair(review_agent):
+    store = review_agent.store
+    store.enqueue(sample_record("aa" * 16, tenant="acme"), stratum="base", inclusion_prob=1.0)
     dave = Client(review_agent.http_url)
     dave.login("dave-token")
     assert dave.api("POST", "/api/review/claim")[0] == 204
-    review_agent.store.enqueue(sample_record("bb" * 16, tenant="globex"), stratum="base", inclusion_prob=1.0)
+    # a globex item whose shadow pair is an acme answer: the pair is never shown
+    store.put_recent([sample_record("cc" * 16, tenant="acme", answer="ACME-ONLY shadow answer", variant="production")])
+    store.enqueue(sample_record("bb" * 16, tenant="globex"), stratum="shadow_pair", inclusion_prob=1.0, pair_trace_id="cc" * 16)
     status, body = dave.api("POST", "/api/review/claim")
     assert status == 200
+    item = json.loads(body)["item"]
+    status, body = dave.api("POST", f"/api/review/items/{item}/relevance", {})
+    assert "ACME-ONLY" not in body.decode() and "answers" not in json.loads(body)
+    # documents labelled with another tenant are not offered either
+    store.enqueue(sample_record("ee" * 16, tenant="globex", retrieved=[Document("doc-x", "ACME-DOC", metadata={"tenant": "acme"})]),
+                  stratum="base", inclusion_prob=1.0)
+    assert dave.api("POST", f"/api/review/items/{item}/labels", {})[0] == 200
+    status, body = dave.api("POST", "/api/review/claim")
+    assert status == 200 and "ACME-DOC" not in body.decode()
 
 
 def test_tokens_never_reach_the_logs(review_agent, caplog):

@@ -3,48 +3,90 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from rag_monitor.review.auth import hash_token
-from tests.review.test_review_api import HIDDEN_VALUES, sample_record
+from tests.review.test_review_api import HIDDEN_VALUES, PRIVATE, sample_record
 
 pytestmark = pytest.mark.integration
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "review-page.png"
 
 
-def test_reviewer_logs_in_labels_with_the_keyboard_and_the_item_leaves_the_queue(start_agent, browser, tmp_path):
-    agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}")
+def side_by_side(first: Path, second: Path, out: Path) -> None:
+    """Both steps in one image (the README shows one picture)."""
+    from PIL import Image
+
+    a, b = Image.open(first), Image.open(second)
+    canvas = Image.new("RGB", (a.width + b.width + 24, max(a.height, b.height)), "#c9ced8")
+    canvas.paste(a, (0, 0))
+    canvas.paste(b, (a.width + 24, 0))
+    canvas.save(out, optimize=True)
+
+
+def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_queue(start_agent, browser, tmp_path):
+    agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
     agent.store.enqueue(sample_record(), stratum="thumbs_down", inclusion_prob=1.0)
-    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
     page.goto(f"{agent.http_url}/review")
+    page.fill("#reviewer", "alice")
     page.fill("#token", "alice-token")
-    page.click("#login")
+    page.keyboard.press("Enter")
     page.wait_for_selector("#question:has-text('How do I cancel?')")
+    page.wait_for_selector("#relevance:visible")
 
     visible = page.inner_text("body") + page.content()
-    for hidden in HIDDEN_VALUES:
-        assert hidden not in visible, f"the page reveals {hidden!r}"
-    assert page.locator("#candidates li").count() == 4
-    page.screenshot(path=str(tmp_path / "review.png"), full_page=True)
-    if os.environ.get("RAG_MONITOR_UPDATE_SCREENSHOT") == "1":
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        shutil.copy(tmp_path / "review.png", SCREENSHOT)
+    for hidden in (*HIDDEN_VALUES, PRIVATE, "Settings > Billing."):
+        assert hidden not in visible, f"the relevance step reveals {hidden!r}"
+    assert page.locator("#candidates li").count() == 3
+    assert "1 candidate document(s) were left out" in page.inner_text("#left-out")
+    assert "Guidelines" in page.inner_text("#guidelines") and page.locator("#guidelines strong").count() > 0
+    page.keyboard.press("Digit1")        # first candidate relevant
+    page.keyboard.press("Shift+Digit2")  # second candidate gold
+    assert page.is_checked("#candidates li:nth-child(1) input.relevant")
+    assert page.is_checked("#candidates li:nth-child(2) input.gold")
+    page.screenshot(path=str(tmp_path / "relevance.png"), full_page=True)
+    page.keyboard.press("Enter")
 
+    page.wait_for_selector("#answer-step:visible")
+    assert page.inner_text("#answer") == "Cancel under Settings > Billing."
     page.keyboard.press("f")  # faithful: yes
     page.keyboard.press("x")  # correct: no
-    page.keyboard.press("1")  # first candidate relevant
+    page.keyboard.press("a")  # the corrected answer
+    page.keyboard.type("Cancel online under Settings > Billing > Cancel plan.")
+    page.keyboard.press("Escape")
     assert page.is_checked("input[name=faithful][value=yes]") and page.is_checked("input[name=correct][value=no]")
+    page.screenshot(path=str(tmp_path / "answer.png"), full_page=True)
+    if os.environ.get("RAG_MONITOR_UPDATE_SCREENSHOT") == "1":
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        side_by_side(tmp_path / "relevance.png", tmp_path / "answer.png", SCREENSHOT)
     page.keyboard.press("Enter")
     page.wait_for_selector("#status:has-text('queue is empty')")
 
     assert agent.store.queue_depth().get("reviewed") == 1
     (item, review), = agent.store.reviewed()
     assert review.labels["faithful"] == "yes" and review.labels["correct"] == "no"
-    assert len(review.labels["relevant_documents"]) == 1
+    assert len(review.labels["relevant_documents"]) == 2 and len(review.labels["gold_documents"]) == 1
+    assert review.labels["corrected_answer"] == "Cancel online under Settings > Billing > Cancel plan."
+
+
+def test_skip_from_the_keyboard_needs_a_reason(start_agent, browser):
+    agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}")
+    agent.store.enqueue(sample_record(), stratum="base", inclusion_prob=1.0)
+    page = browser.new_page()
+    page.goto(f"{agent.http_url}/review")
+    page.fill("#reviewer", "alice")
+    page.fill("#token", "alice-token")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#relevance:visible")
+    page.keyboard.press("s")
+    assert page.evaluate("document.activeElement.id") == "skip-reason"
+    page.keyboard.type("not my area")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#status:has-text('queue is empty')")
+    assert agent.metric("rag_review_reviewer_skips", {"reviewer": "alice"}) == 1
 
 
 def test_page_without_a_session_shows_only_the_login_form(start_agent, browser):
@@ -54,6 +96,7 @@ def test_page_without_a_session_shows_only_the_login_form(start_agent, browser):
     page.goto(f"{agent.http_url}/review")
     assert page.locator("#token").count() == 1
     assert "How do I cancel?" not in page.content()
+    page.fill("#reviewer", "alice")
     page.fill("#token", "not-a-token")
     page.click("#login")
-    assert "Unknown token" in page.content()
+    assert "Unknown reviewer or token" in page.content()

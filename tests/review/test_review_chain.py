@@ -51,11 +51,14 @@ def test_thumbs_down_to_review_to_rates_export_and_calibration(start_agent, brow
 
     page = browser.new_page()
     page.goto(f"{agent.http_url}/review")
+    page.fill("#reviewer", "alice")
     page.fill("#token", "alice-token")
     page.click("#login")
     page.wait_for_selector("#question:has-text('How do I cancel my plan?')")
-    # the filtered-out current policy is offered blind, among the candidates
-    page.locator("#candidates label", has_text=CURRENT_POLICY).locator("input").check()
+    # step one: the filtered-out current policy is offered blind, among the candidates; it is gold
+    page.locator("#candidates li", has_text=CURRENT_POLICY).locator("input.gold").check()
+    page.click("#relevance-submit")
+    page.wait_for_selector("#answer-step:visible")
     page.check("input[name=faithful][value=yes]")   # faithful to its (archived) context ...
     page.check("input[name=correct][value=no]")     # ... but wrong
     page.locator("#reasons label", has_text="wrong").locator("input").check()

@@ -1,84 +1,148 @@
-// The blind review page: claim an item, label it, submit, repeat. Keyboard shortcuts:
-// f/u faithful yes/no, c/x correct yes/no, 1-9 toggle candidate relevance, Enter submit.
+// The blind review page, in two steps: relevance on shuffled candidates, then the answer.
+// Keyboard: 1-9 relevant, Shift+1-9 gold, Enter next/submit; f/u faithful yes/no, c/x correct
+// yes/no, r/n refusal appropriate yes/no, a corrected answer, s skip, Esc leaves a text field.
 "use strict";
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 let current = null;
 
-async function api(path, body) {
+async function api(path, body, method = "POST") {
   const response = await fetch(path, {
-    method: "POST", credentials: "same-origin",
-    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+    method, credentials: "same-origin",
+    headers: method === "POST" ? { "Content-Type": "application/json", "X-CSRF-Token": csrf } : { "X-CSRF-Token": csrf },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (response.status === 401) { location.reload(); return null; }
   return response;
 }
 
-function text(id, value) { document.getElementById(id).textContent = value; }
+const $ = (id) => document.getElementById(id);
+function text(id, value) { $(id).textContent = value; }
+function item(tag, value) { const el = document.createElement(tag); el.textContent = value; return el; }
+
+function checkbox(cls, key, label) {
+  const wrap = document.createElement("label"), box = document.createElement("input");
+  box.type = "checkbox"; box.className = cls; box.value = key;
+  wrap.append(box, ` ${label}`);
+  return wrap;
+}
+
+function showRelevance(view) {
+  $("relevance").hidden = false; $("answer-step").hidden = true;
+  // nothing of an earlier item's answer step stays in the DOM
+  ["answer", "answer-a", "answer-b"].forEach((id) => text(id, ""));
+  $("contexts").replaceChildren();
+  $("candidates").replaceChildren(...view.candidates.map((c) => {
+    const li = document.createElement("li");
+    li.append(item("p", c.content), checkbox("relevant", c.key, "relevant"), checkbox("gold", c.key, "gold"));
+    return li;
+  }));
+  $("left-out").hidden = !view.left_out;
+  text("left-out", view.left_out ? `${view.left_out} candidate document(s) were left out: their content was not recorded.` : "");
+  $("relevance-submit").focus();
+}
+
+function showAnswer(view) {
+  $("relevance").hidden = true; $("answer-step").hidden = false;
+  const pair = Array.isArray(view.answers);
+  $("single-answer").hidden = pair; $("pair-answers").hidden = !pair;
+  if (pair) { text("answer-a", view.answers[0]); text("answer-b", view.answers[1]); } else { text("answer", view.answer); }
+  $("contexts").replaceChildren(...view.contexts.map((c) => item("li", c)));
+  document.querySelectorAll("#answer-step input").forEach((r) => { r.checked = false; });
+  $("corrected").value = ""; $("note").value = "";
+  $("submit").focus();
+}
 
 function render(view) {
   current = view;
-  document.getElementById("item").hidden = false;
-  text("status", "");
+  $("item").hidden = false;
   text("question", view.question);
-  const pair = Array.isArray(view.answers);
-  document.getElementById("single-answer").hidden = pair;
-  document.getElementById("pair-answers").hidden = !pair;
-  if (pair) { text("answer-a", view.answers[0]); text("answer-b", view.answers[1]); } else { text("answer", view.answer); }
-  const contexts = document.getElementById("contexts");
-  contexts.replaceChildren(...view.contexts.map((c) => { const li = document.createElement("li"); li.textContent = c; return li; }));
-  const candidates = document.getElementById("candidates");
-  candidates.replaceChildren(...view.candidates.map((c, i) => {
-    const li = document.createElement("li"), label = document.createElement("label"), box = document.createElement("input");
-    box.type = "checkbox"; box.value = c.key; box.dataset.index = String(i + 1);
-    const span = document.createElement("span"); span.textContent = `${i + 1}. ${c.content}`;
-    label.append(box, span); li.append(label); return li;
+  $("skip-reason").value = "";
+  if (view.step === "relevance") showRelevance(view); else showAnswer(view);
+}
+
+async function progress() {
+  const response = await api("/api/review/progress", undefined, "GET");
+  if (!response || !response.ok) return;
+  const p = await response.json();
+  text("mine", `You: ${p.you.reviews} reviewed, ${p.you.recent} in the last hour, ${p.available} more waiting for you.`);
+  $("team").tBodies[0].replaceChildren(...p.team.map((r) => {
+    const tr = document.createElement("tr"); tr.append(item("td", r.reviewer), item("td", r.reviews), item("td", r.recent)); return tr;
   }));
-  const reasons = document.getElementById("reasons");
-  reasons.querySelectorAll("label").forEach((l) => l.remove());
-  for (const r of view.reasons) {
-    const label = document.createElement("label"), box = document.createElement("input");
-    box.type = "checkbox"; box.name = "reason"; box.value = r; label.append(box, ` ${r} `); reasons.append(label);
-  }
-  document.querySelectorAll('input[type="radio"]').forEach((r) => { r.checked = false; });
-  document.getElementById("note").value = "";
+  $("agreement").tBodies[0].replaceChildren(...p.agreement.map((a) => {
+    const tr = document.createElement("tr");
+    tr.append(item("td", a.label), item("td", a.kappa === null ? "–" : a.kappa.toFixed(2)), item("td", a.pairs)); return tr;
+  }));
 }
 
 async function next() {
   const response = await api("/api/review/claim");
+  progress();
   if (!response) return;
-  if (response.status === 204) { document.getElementById("item").hidden = true; text("status", "The queue is empty. Thank you!"); current = null; return; }
+  if (response.status === 204) { $("item").hidden = true; text("status", "The queue is empty. Thank you!"); current = null; return; }
   if (!response.ok) { text("status", `Could not claim an item (${response.status}).`); return; }
+  text("status", "");
   render(await response.json());
 }
 
 function radio(name) { const el = document.querySelector(`input[name="${name}"]:checked`); return el ? el.value : null; }
+function ticked(cls) { return [...document.querySelectorAll(`#candidates input.${cls}:checked`)].map((b) => b.value); }
 
-async function submit() {
-  if (!current) return;
-  const labels = {
-    faithful: radio("faithful"), correct: radio("correct"), refusal_appropriate: radio("refusal_appropriate"),
-    relevant: [...document.querySelectorAll("#candidates input:checked")].map((b) => b.value),
-    reasons: [...document.querySelectorAll('input[name="reason"]:checked')].map((b) => b.value),
-    note: document.getElementById("note").value,
-  };
-  if (Array.isArray(current.answers)) labels.preferred = radio("preferred");
-  const response = await api(`/api/review/items/${current.item}/labels`, labels);
+async function post(path, body, after) {
+  const response = await api(path, body);
   if (!response) return;
   if (!response.ok) { const e = await response.json(); text("status", `Not saved: ${e.error}`); return; }
-  text("status", "Saved.");
-  await next();
+  await after(response);
+}
+
+async function submitRelevance(event) {
+  if (event) event.preventDefault();
+  if (!current || current.step !== "relevance") return;
+  await post(`/api/review/items/${current.item}/relevance`, { relevant: ticked("relevant"), gold: ticked("gold") },
+    async (response) => { text("status", ""); render(await response.json()); });
+}
+
+async function submitAnswer(event) {
+  if (event) event.preventDefault();
+  if (!current || current.step !== "answer") return;
+  const labels = {
+    faithful: radio("faithful"), correct: radio("correct"), refusal_appropriate: radio("refusal_appropriate"),
+    reasons: [...document.querySelectorAll('input[name="reason"]:checked')].map((b) => b.value),
+    corrected_answer: $("corrected").value, note: $("note").value,
+  };
+  if (Array.isArray(current.answers)) labels.preferred = radio("preferred");
+  await post(`/api/review/items/${current.item}/labels`, labels, async () => { text("status", "Saved."); await next(); });
+}
+
+async function skip(event) {
+  if (event) event.preventDefault();
+  if (!current) return;
+  const reason = $("skip-reason").value.trim();
+  if (!reason) { text("status", "Say why you skip (type a reason, then Enter)."); $("skip-reason").focus(); return; }
+  await post(`/api/review/items/${current.item}/skip`, { reason }, async () => { text("status", "Skipped."); await next(); });
 }
 
 function check(name, value) { const el = document.querySelector(`input[name="${name}"][value="${value}"]`); if (el) el.checked = true; }
 
 document.addEventListener("keydown", (event) => {
-  if (event.target.tagName === "TEXTAREA" || event.target.tagName === "INPUT" && event.target.type === "text") return;
-  const keys = { f: ["faithful", "yes"], u: ["faithful", "no"], c: ["correct", "yes"], x: ["correct", "no"] };
-  if (keys[event.key]) { check(...keys[event.key]); event.preventDefault(); }
-  else if (/^[1-9]$/.test(event.key)) { const box = document.querySelector(`#candidates input[data-index="${event.key}"]`); if (box) box.checked = !box.checked; }
-  else if (event.key === "Enter") { event.preventDefault(); submit(); }
+  const typing = event.target.tagName === "TEXTAREA" || (event.target.tagName === "INPUT" && event.target.type === "text");
+  if (typing) { if (event.key === "Escape") event.target.blur(); return; }
+  if (!current || event.ctrlKey || event.metaKey || event.altKey) return;
+  const digit = /^Digit([1-9])$/.exec(event.code);
+  if (current.step === "relevance" && digit) {
+    const boxes = document.querySelectorAll(`#candidates li:nth-child(${digit[1]}) input.${event.shiftKey ? "gold" : "relevant"}`);
+    boxes.forEach((b) => { b.checked = !b.checked; }); event.preventDefault(); return;
+  }
+  const keys = { f: ["faithful", "yes"], u: ["faithful", "no"], c: ["correct", "yes"], x: ["correct", "no"], r: ["refusal_appropriate", "yes"], n: ["refusal_appropriate", "no"] };
+  if (current.step === "answer" && keys[event.key]) { check(...keys[event.key]); event.preventDefault(); }
+  else if (current.step === "answer" && event.key === "a") { $("corrected").focus(); event.preventDefault(); }
+  else if (event.key === "s") { $("skip-reason").focus(); event.preventDefault(); }
+  else if (event.key === "Enter" && event.target.tagName !== "BUTTON") {
+    event.preventDefault();
+    if (current.step === "relevance") submitRelevance(); else submitAnswer();
+  }
 });
-document.getElementById("submit").addEventListener("click", submit);
-document.getElementById("logout").addEventListener("click", async () => { await api("/review/logout"); location.reload(); });
+$("relevance").addEventListener("submit", submitRelevance);
+$("answer-step").addEventListener("submit", submitAnswer);
+$("skip-form").addEventListener("submit", skip);
+$("logout").addEventListener("click", async () => { await api("/review/logout"); location.reload(); });
 next();

@@ -1,0 +1,105 @@
+"""Secrets never reach output: `rag-monitor config`, logs and error messages mask them.
+
+Secret settings (tokens, credentials inside URLs) are registered when settings load; from
+then on every log record's message and traceback, and every CLI error line, has them
+replaced by ``***``. A URL keeps its scheme, user, host and path; only the password goes.
+
+Usage::
+
+    display_setting("store_url", "postgresql+psycopg://rag:pw@db/rag")   # 'postgresql+psycopg://rag:***@db/rag'
+    register_secrets(settings); install_log_masking()
+    mask("connect to ...pw...")                                          # 'connect to ...***...'
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+MASK = "***"
+SECRET_SETTINGS = frozenset({"otlp_token", "review_tokens"})
+"""Settings whose whole value is secret (review_tokens holds digests, but a token pasted by
+mistake in place of its digest must not be printed either)."""
+URL_SETTINGS = frozenset({"store_url", "phoenix_url", "review_external_url"})
+
+_secrets: set[str] = set()
+_lock = threading.Lock()
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the password (and a bare token in the userinfo) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK
+    if "@" not in parts.netloc:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}" if ":" in userinfo else f"{MASK}@{host}"))
+
+
+def _url_secret(url: str) -> str | None:
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        return None
+    if "@" not in netloc:
+        return None
+    userinfo = netloc.rsplit("@", 1)[0]
+    return userinfo.split(":", 1)[1] if ":" in userinfo else userinfo
+
+
+def display_setting(name: str, value: Any) -> str:
+    """The ``repr`` of a setting's value as `rag-monitor config` prints it."""
+    if name in SECRET_SETTINGS and value:
+        return repr(MASK)
+    if name in URL_SETTINGS and isinstance(value, str):
+        return repr(mask_url(value))
+    return repr(value)
+
+
+def register_secrets(settings: Any) -> None:
+    """Remember the secret values of ``settings`` so that ``mask`` hides them."""
+    found = [str(getattr(settings, name, "") or "") for name in SECRET_SETTINGS]
+    found += [_url_secret(str(getattr(settings, name, "") or "")) or "" for name in URL_SETTINGS]
+    with _lock:
+        # Very short values would mask unrelated text; a 1-3 character secret is no secret.
+        _secrets.update(s for s in found if len(s) >= 4)
+
+
+def mask(text: str) -> str:
+    with _lock:
+        secrets = sorted(_secrets, key=len, reverse=True)
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
+
+
+_installed = False
+
+
+def install_log_masking() -> None:
+    """Mask registered secrets in every log record created from now on, by any logger."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        _installed = True
+    make_record = logging.getLogRecordFactory()
+
+    def masked_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        if not _secrets:
+            return record
+        try:
+            record.msg, record.args = mask(record.getMessage()), ()
+            if record.exc_info and not record.exc_text:
+                record.exc_text = mask(logging.Formatter().formatException(record.exc_info))
+        except Exception:  # noqa: BLE001 - a bad format string is logging's to report, not ours
+            pass
+        return record
+
+    logging.setLogRecordFactory(masked_record)

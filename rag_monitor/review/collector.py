@@ -1,0 +1,121 @@
+"""Review metrics computed from the shared store when Prometheus scrapes.
+
+Per release and variant, the human-judged rates (``rates.py``) with their 95% interval and
+counts; per label, the agreement of items reviewed twice (Cohen's kappa); per reviewer,
+progress and throughput. Every replica reads the same store, so replicas agree (rules take
+``max``). A rate, interval or kappa with nothing to estimate it from is absent, never 0.
+
+The agent registers one and calls ``invalidate()`` after each stored review::
+
+    collector = ReviewMetricsCollector(store, reviewers=[r.name for r in reviewers], top_releases=10)
+    registry.register(collector)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from rag_monitor.review.agreement import Agreement, agreement_by_label
+from rag_monitor.review.rates import JudgedRate, judged_rates
+
+log = logging.getLogger(__name__)
+
+OTHER = "other"
+
+
+@dataclass
+class _Snapshot:
+    rates: list[JudgedRate] = field(default_factory=list)
+    agreement: dict[str, Agreement] = field(default_factory=dict)
+    progress: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+class ReviewMetricsCollector(Collector):
+    def __init__(self, store, *, reviewers: Iterable[str] | None = None, top_releases: int = 10,
+                 window_s: float = 30 * 86400, cache_s: float = 10.0):
+        self.store = store
+        self.reviewers = None if reviewers is None else set(reviewers)
+        self.top_releases = top_releases
+        self.window_s = window_s
+        self.cache_s = cache_s
+        self._cached: tuple[float, _Snapshot] = (0.0, _Snapshot())
+        self._lock = threading.Lock()
+
+    def invalidate(self) -> None:
+        """Recompute on the next scrape (after a review was stored)."""
+        self._cached = (0.0, _Snapshot())
+
+    def _release_label(self):
+        """The newest ``top_releases`` releases keep their name; older ones fold into ``other``."""
+        newest = sorted(self.store.releases(), key=lambda r: r.first_seen, reverse=True)
+        kept = {r.release for r in newest[: self.top_releases]}
+        return lambda release: release if release in kept or not newest else OTHER
+
+    def snapshot(self) -> _Snapshot:
+        with self._lock:
+            at, snap = self._cached
+            if at and time.monotonic() - at <= self.cache_s:
+                return snap
+            since = time.time() - self.window_s
+            reviewed = self.store.reviewed(since=since)
+            snap = _Snapshot(
+                rates=judged_rates(reviewed, self._release_label()),
+                agreement=agreement_by_label(self.store.all_reviews([item.id for item, _ in reviewed])),
+                progress=self.store.reviewer_progress(),
+            )
+            self._cached = (time.monotonic(), snap)
+            return snap
+
+    @staticmethod
+    def families() -> dict[str, GaugeMetricFamily]:
+        rate = ["measure", "release", "variant"]
+        return {
+            "ratio": GaugeMetricFamily("rag_review_judged_ratio", "Human-judged rate per release and variant (measure: correct, supported, refusal_appropriate, evidence_coverage), weighted by inverse inclusion probability.", labels=rate),
+            "lower": GaugeMetricFamily("rag_review_judged_ratio_lower", "Lower end of the 95% Wilson interval of rag_review_judged_ratio (Kish effective sample size).", labels=rate),
+            "upper": GaugeMetricFamily("rag_review_judged_ratio_upper", "Upper end of the 95% Wilson interval of rag_review_judged_ratio.", labels=rate),
+            "items": GaugeMetricFamily("rag_review_judged_items", "Reviewed queries in the denominator of rag_review_judged_ratio.", labels=rate),
+            "positives": GaugeMetricFamily("rag_review_judged_positives", "Reviewed queries judged positive (unweighted numerator).", labels=rate),
+            "kappa": GaugeMetricFamily("rag_review_agreement_kappa", "Cohen's kappa between the two reviews of items reviewed twice, per label.", labels=["label"]),
+            "pairs": GaugeMetricFamily("rag_review_agreement_pairs", "Items reviewed twice where both reviewers gave the label.", labels=["label"]),
+            "reviews": GaugeMetricFamily("rag_review_reviewer_reviews", "Reviews stored per reviewer.", labels=["reviewer"]),
+            "recent": GaugeMetricFamily("rag_review_reviewer_recent_reviews", "Reviews per reviewer in the last hour (throughput).", labels=["reviewer"]),
+            "skips": GaugeMetricFamily("rag_review_reviewer_skips", "Items each reviewer skipped (with a reason).", labels=["reviewer"]),
+            "assigned": GaugeMetricFamily("rag_review_reviewer_assigned_open", "Unreviewed items assigned to a reviewer or group:<name>.", labels=["reviewer"]),
+        }
+
+    def describe(self):
+        return list(self.families().values())
+
+    def collect(self):
+        f = self.families()
+        try:
+            snap = self.snapshot()
+        except Exception as exc:  # noqa: BLE001 - the rest of the scrape must still answer
+            log.warning("could not compute review metrics: %s", exc)
+            snap = _Snapshot()
+        for r in snap.rates:
+            labels = [r.measure, r.release, r.variant]
+            f["ratio"].add_metric(labels, r.value)
+            f["lower"].add_metric(labels, r.low)
+            f["upper"].add_metric(labels, r.high)
+            f["items"].add_metric(labels, r.items)
+            f["positives"].add_metric(labels, r.positives)
+        for label, a in snap.agreement.items():
+            f["pairs"].add_metric([label], a.pairs)
+            if a.kappa is not None:
+                f["kappa"].add_metric([label], a.kappa)
+        for name, p in sorted(snap.progress.items()):
+            if self.reviewers is not None and name not in self.reviewers and not name.startswith("group:"):
+                continue
+            f["reviews"].add_metric([name], p["reviews"])
+            f["recent"].add_metric([name], p["recent"])
+            f["skips"].add_metric([name], p["skips"])
+            f["assigned"].add_metric([name], p["assigned_open"])
+        yield from f.values()

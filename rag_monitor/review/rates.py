@@ -1,0 +1,96 @@
+"""What the reviews say, per release and variant: the human-judged rates of the release worksheet.
+
+- ``correct``: answers accepted as correct, over answers judged yes or no;
+- ``supported``: answers supported by their context (``faithful``), over those judged yes or no;
+- ``refusal_appropriate``: refusals judged appropriate, over refusals judged yes or no;
+- ``evidence_coverage``: reviewed answerable queries (at least one gold document) whose gold
+  documents were all delivered, over those queries.
+
+Each reviewed query counts with its weight (1 / inclusion probability, from the sampling
+design), so oversampled complaints do not bias a rate. The 95% interval is Wilson's, at the
+Kish effective sample size (sum w)^2 / sum w^2, which reduces to the plain Wilson interval
+when every weight is equal. Shadow-pair items are left out: their labels judge two answers.
+
+Usage::
+
+    for rate in judged_rates(store.reviewed()):
+        rate.measure, rate.release, rate.variant, rate.value, rate.low, rate.high, rate.items
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+MEASURES = ("correct", "supported", "refusal_appropriate", "evidence_coverage")
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class JudgedRate:
+    measure: str
+    release: str
+    variant: str
+    value: float
+    low: float
+    high: float
+    items: int
+    """Reviewed queries in the denominator."""
+    positives: int
+    """Of which judged positive (unweighted)."""
+
+
+def wilson(p: float, n_eff: float, z: float = Z95) -> tuple[float, float]:
+    if n_eff <= 0:
+        return 0.0, 1.0
+    denominator = 1 + z * z / n_eff
+    centre = (p + z * z / (2 * n_eff)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _outcome(measure: str, record: dict[str, Any], labels: dict[str, Any]) -> bool | None:
+    """True/False when the query counts for ``measure``; None when it does not."""
+    if measure == "evidence_coverage":
+        gold = set(labels.get("gold_documents") or [])
+        if not gold:
+            return None
+        delivered = {d.get("id") for d in record.get("delivered", []) if d.get("id")}
+        return gold <= delivered
+    label = {"correct": "correct", "supported": "faithful", "refusal_appropriate": "refusal_appropriate"}[measure]
+    if measure == "refusal_appropriate" and not record.get("refused") and labels.get(label) is None:
+        return None
+    value = labels.get(label)
+    return None if value not in ("yes", "no") else value == "yes"
+
+
+def judged_rates(reviewed: Iterable[tuple[Any, Any]],
+                 release_label: Callable[[str], str] = lambda r: r) -> list[JudgedRate]:
+    """From ``(ReviewItem, Review)`` pairs (``Store.reviewed()``: one, the first, per item)."""
+    sums: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0, 0])
+    for item, review in reviewed:
+        record = item.record
+        if item.pair_trace_id:
+            continue
+        release = release_label(record.get("release") or "unknown")
+        variant = record.get("variant") or "production"
+        for measure in MEASURES:
+            outcome = _outcome(measure, record, review.labels)
+            if outcome is None:
+                continue
+            s = sums[(measure, release, variant)]
+            w = float(item.weight)
+            s[0] += w
+            s[1] += w * outcome
+            s[2] += w * w
+            s[3] += 1
+            s[4] += int(outcome)
+    rates = []
+    for (measure, release, variant), (w, wy, w2, n, k) in sorted(sums.items()):
+        p = wy / w
+        low, high = wilson(p, w * w / w2)
+        rates.append(JudgedRate(measure, release, variant, p, low, high, int(n), int(k)))
+    return rates

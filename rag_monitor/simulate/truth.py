@@ -1,0 +1,226 @@
+"""What the agent must export for a scenario, computed from the scenario alone.
+
+Independent of the agent's code on purpose: prices are read from the shipped price table and
+matched here, inclusion probabilities follow DESIGN.md's single-draw design from the sampling
+rates, regenerations follow the documented window-and-similarity rule. Only the trace's random
+draw ``u`` is taken from the agent's sampler (it is the design's source of randomness, not a rule).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rag_monitor.simulate.scenario import Scenario, SimQuery
+
+_WORD = re.compile(r"\w+")
+REGENERATION_WINDOW_NS = 120 * 10**9
+REGENERATION_SIMILARITY = 0.8
+
+
+def price_table(path: str | Path | None = None) -> dict[str, dict[str, float]]:
+    """The price table the agent ships (its packaged default; USD per million tokens by pattern)."""
+    import yaml
+
+    if path is None:
+        root = Path(__file__).resolve().parents[1]
+        candidates = [root / "defaults" / "collectors" / "prices.yaml", root.parent / "collectors" / "prices.yaml"]
+        path = next(p for p in candidates if p.exists())
+    return {k.lower(): v for k, v in (yaml.safe_load(Path(path).read_text()).get("models") or {}).items()}
+
+
+def call_cost(prices: dict[str, dict[str, float]], model: str, input_tokens: int, output_tokens: int,
+              cached: int) -> float | None:
+    """USD for one call: the most specific (longest) matching pattern's prices; cached prompt
+    tokens at the cached rate when the table gives one."""
+    matches = [p for p in prices if fnmatch.fnmatchcase(model.lower(), p)]
+    if not matches:
+        return None
+    price = prices[max(matches, key=len)]
+    cached_rate = price.get("cached_input", price.get("input_cached", price["input"]))
+    return ((input_tokens - cached) * price["input"] + cached * cached_rate + output_tokens * price.get("output", 0)) / 1e6
+
+
+@dataclass
+class Histogram:
+    values: list[float] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+    @property
+    def sum(self) -> float:
+        return sum(self.values)
+
+    def bucket(self, le: float) -> int:
+        return sum(1 for v in self.values if v <= le)
+
+
+@dataclass
+class Truth:
+    scenario: Scenario
+    spans_sent: int
+    queries: Counter = field(default_factory=Counter)
+    """(release, variant, intent, tenant) -> queries (raw label values, before folding)."""
+    errors: Counter = field(default_factory=Counter)
+    refusals: Counter = field(default_factory=Counter)
+    query_duration: dict = field(default_factory=lambda: defaultdict(Histogram))
+    stage_duration: dict = field(default_factory=lambda: defaultdict(Histogram))
+    """(stage, release, variant) -> durations."""
+    ttft: dict = field(default_factory=lambda: defaultdict(Histogram))
+    tokens: Counter = field(default_factory=Counter)
+    """(kind, model) -> tokens; kind prompt, completion or cached_prompt (the cached part of prompt;
+    embedding input tokens are prompt)."""
+    cost: Counter = field(default_factory=Counter)
+    """model -> USD."""
+    query_cost: dict = field(default_factory=lambda: defaultdict(Histogram))
+    feedback: Counter = field(default_factory=Counter)
+    regenerations: Counter = field(default_factory=Counter)
+    """source (explicit, inferred) -> count."""
+    filter_queries: Counter = field(default_factory=Counter)
+    filter_exclusions: Counter = field(default_factory=Counter)
+    """(filter kind, outcome) -> queries."""
+    partial_traces: int = 0
+    releases: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[SimQuery]:
+        return [q for q in self.scenario.queries if not q.root_lost]
+
+    def newest_releases(self, n: int) -> list[str]:
+        return self.releases[-n:]
+
+    # --- sample-based quantities ------------------------------------------------------------
+
+    def inclusion(self, q: SimQuery, rates: dict[str, float]) -> tuple[str, float, int]:
+        """(stratum, probability, draw trace id) under the single-draw design."""
+        strata = [("base", rates["base_rate"])]
+        # A complaint after the recent-records TTL can no longer pull the query in; were it to
+        # raise the probability of an item already sampled, the estimates would be biased.
+        if any(f.kind == "thumbs_down" and f.timing != "after_ttl" for f in q.feedback):
+            strata.append(("thumbs_down", rates["thumbs_down_rate"]))
+        if q.confidence is not None and q.confidence < rates["low_confidence_below"]:
+            strata.append(("low_confidence", rates["low_confidence_rate"]))
+        if q.refused:
+            strata.append(("refusal", rates["refusal_rate"]))
+        if q.shadow_of:
+            strata.append(("shadow_pair", rates["shadow_pair_rate"]))
+        stratum, p = max(strata, key=lambda s: s[1])
+        # One draw for every stratum; a shadow query draws on the production trace it shadows.
+        return stratum, p, q.shadow_of or q.trace_id
+
+    def sample(self, rates: dict[str, float], uniform) -> dict[str, tuple[str, float]]:
+        """trace id -> (stratum, probability) of every query the sampler must choose."""
+        out = {}
+        for q in self.records:
+            stratum, p, draw = self.inclusion(q, rates)
+            if uniform(f"{draw:032x}") < p:
+                out[q.trace_hex] = (stratum, p)
+        return out
+
+    def verdict(self, q: SimQuery) -> str | None:
+        """The faithfulness verdict the agent must reach (None: the failed query, any non-scored verdict)."""
+        if q.hidden:
+            return "not_scored"
+        if q.refused:
+            return "refused"
+        if q.error is not None:
+            return None
+        if not q.delivered:
+            return "no_context"
+        return "supported" if q.supported else "unsupported"
+
+    def unsupported_rate(self, variant: str) -> float | None:
+        """The population value the weighted unsupported rate estimates."""
+        verdicts = [self.verdict(q) for q in self.records if q.variant == variant]
+        scored = [v for v in verdicts if v in ("supported", "unsupported")]
+        return sum(v == "unsupported" for v in scored) / len(scored) if scored else None
+
+    def false_exclusion(self, q: SimQuery) -> bool | None:
+        """True/False for a query with an entitlement-eligible gold document a blind reviewer can
+        judge (its content is shown: retrieved, delivered, or removed and sent with
+        ``excluded_documents``), else None; hidden documents cannot be judged at all."""
+        if q.hidden:
+            return None
+        removed = {"entitlement": set(), "relevance": set()}
+        shown = {d.id for d in [*q.retrieved, *q.delivered]}
+        for f in q.filters:
+            removed[f.kind].update(d.id for d in f.excluded)
+            if f.report in ("documents", "both"):
+                shown.update(d.id for d in f.excluded)
+        eligible = (set(q.gold) & shown) - removed["entitlement"]
+        if not eligible:
+            return None
+        return eligible <= removed["relevance"]
+
+    def false_exclusion_rate(self) -> float | None:
+        verdicts = [v for v in (self.false_exclusion(q) for q in self.records) if v is not None]
+        return sum(verdicts) / len(verdicts) if verdicts else None
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(text))
+
+
+def _inferred_regenerations(records: list[SimQuery]) -> int:
+    last: dict[str, tuple[int, frozenset[str]]] = {}
+    found = 0
+    for q in records:  # roots arrive in query order
+        if q.hidden or not q.session_id or not q.query:
+            continue
+        words = _words(q.query)
+        previous = last.get(q.session_id)
+        last[q.session_id] = (q.start_ns, words)
+        if previous is not None and 0 <= q.start_ns - previous[0] <= REGENERATION_WINDOW_NS:
+            a, b = words, previous[1]
+            if len(a & b) / len(a | b) >= REGENERATION_SIMILARITY:
+                found += 1
+    return found
+
+
+def expected(scenario: Scenario, spans_sent: int, prices: dict | None = None) -> Truth:
+    prices = prices if prices is not None else price_table()
+    t = Truth(scenario, spans_sent)
+    for q in scenario.queries:
+        if q.root_lost:
+            t.partial_traces += 1
+            continue
+        if q.release not in t.releases:
+            t.releases.append(q.release)
+        rv = (q.release, q.variant)
+        t.queries[(q.release, q.variant, q.intent, q.tenant)] += 1
+        t.query_duration[rv].values.append(q.duration_s)
+        t.errors[rv] += q.error is not None
+        t.refusals[rv] += q.refused
+        for stage in q.stages:
+            t.stage_duration[(stage.name, *rv)].values.append(stage.duration_s)
+        if q.ttft_s is not None:
+            t.ttft[rv].values.append(q.ttft_s)
+        query_cost, priced = 0.0, 0
+        for call in q.calls:
+            t.tokens[("prompt", call.model)] += call.input_tokens
+            t.tokens[("completion", call.model)] += call.output_tokens
+            t.tokens[("cached_prompt", call.model)] += call.cached_input_tokens
+            if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
+                continue  # an embedding call without token counts: nothing to price
+            cost = call_cost(prices, call.model, call.input_tokens, call.output_tokens, call.cached_input_tokens)
+            t.cost[call.model] += cost
+            query_cost, priced = query_cost + cost, priced + 1
+        if priced:  # a query's cost is observed when it made a priced call
+            t.query_cost[rv].values.append(query_cost)
+        for f in q.filters:
+            t.filter_queries[f.kind] += 1
+            if f.candidates_in and f.candidates_out == 0:
+                t.filter_exclusions[(f.kind, "emptied")] += 1
+            if f.excluded:
+                t.filter_exclusions[(f.kind, "removed_topk")] += 1
+        for fb in q.feedback:
+            t.feedback[fb.kind] += 1
+            if fb.kind == "regenerate":
+                t.regenerations["explicit"] += 1
+    t.regenerations["inferred"] = _inferred_regenerations(t.records)
+    return t

@@ -1,0 +1,123 @@
+"""The review workflow's state beside the queue: step-one drafts, skips, assignment, progress.
+
+Every replica reads and writes the same rows, so a reviewer behind a round-robin load
+balancer finds their draft and progress on whichever replica answers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+
+from .engine import Database
+from .errors import ClaimError, NotFound
+from .models import Review, ReviewItem, dump_json, now_s
+from .queue import claimable, offered_to
+from .schema import review_items, review_skips, reviews
+
+
+class ReviewWorkflow:
+    """Workflow operations on one database (use them through ``Store``)."""
+
+    def __init__(self, db: Database):
+        self._db = db
+
+    def _held(self, conn: Any, item_id: int, reviewer: str, now: float) -> None:
+        t = review_items
+        row = conn.execute(sa.select(t.c.state, t.c.claimed_by, t.c.claim_expires_at).where(t.c.id == item_id)).first()
+        if row is None:
+            raise NotFound(f"no review item {item_id}")
+        if row.state != "claimed" or row.claimed_by != reviewer or (row.claim_expires_at or 0) <= now:
+            raise ClaimError(f"review item {item_id} is not claimed by you (the claim may have expired: claim again)")
+
+    def current_claim(self, reviewer: str, *, now: float | None = None) -> ReviewItem | None:
+        """The item ``reviewer`` holds a valid claim on (at most one is handed out at a time)."""
+        now = now_s() if now is None else now
+        t = review_items
+        stmt = sa.select(t).where(t.c.state == "claimed", t.c.claimed_by == reviewer, t.c.claim_expires_at > now)
+        with self._db.read() as conn:
+            row = conn.execute(stmt.order_by(t.c.id).limit(1)).first()
+        return ReviewItem.from_row(row) if row is not None else None
+
+    def claimable_count(self, reviewer: str, *, tenants: Iterable[str] | None = None, groups: Iterable[str] = (),
+                        now: float | None = None) -> int:
+        """Items waiting that ``reviewer`` could claim now."""
+        now = now_s() if now is None else now
+        t = review_items
+        stmt = sa.select(sa.func.count()).select_from(t).where(claimable(now), *offered_to(reviewer, groups))
+        if tenants is not None:
+            stmt = stmt.where(t.c.tenant.in_(sorted(set(tenants))))
+        with self._db.read() as conn:
+            return int(conn.execute(stmt).scalar_one())
+
+    def save_draft(self, item_id: int, reviewer: str, draft: dict[str, Any], *, now: float | None = None) -> None:
+        """Keep the claim holder's step-one labels; they cannot be changed afterwards."""
+        now = now_s() if now is None else now
+        text = dump_json(draft, "draft")
+        t = review_items
+        with self._db.write() as conn:
+            self._held(conn, item_id, reviewer, now)
+            done = conn.execute(sa.update(t).where(t.c.id == item_id, t.c.draft.is_(None)).values(draft=text))
+            if done.rowcount != 1:
+                raise ClaimError(f"the relevance labels of review item {item_id} were already given")
+
+    def skip(self, item_id: int, reviewer: str, reason: str, *, now: float | None = None) -> None:
+        """The reviewer passes on the item (with a reason); it returns to the queue for others."""
+        if not reason.strip():
+            raise ValueError("a skip needs a reason")
+        now = now_s() if now is None else now
+        t = review_items
+        with self._db.write() as conn:
+            self._held(conn, item_id, reviewer, now)
+            conn.execute(sa.insert(review_skips).values(item_id=item_id, reviewer=reviewer, reason=reason, created_at=now))
+            conn.execute(sa.update(t).where(t.c.id == item_id)
+                         .values(state="queued", claimed_by=None, claim_expires_at=None, draft=None))
+
+    def assign(self, assignee: str | None, *, count: int | None = None, tenant: str | None = None,
+               item_ids: Iterable[int] | None = None) -> int:
+        """Assign unreviewed items (oldest first) to a reviewer or ``group:<name>`` (None: anyone)."""
+        t = review_items
+        chosen = sa.select(t.c.id).where(t.c.state != "reviewed").order_by(t.c.id)
+        if tenant is not None:
+            chosen = chosen.where(t.c.tenant == tenant)
+        if item_ids is not None:
+            chosen = chosen.where(t.c.id.in_(list(item_ids)))
+        if count is not None:
+            chosen = chosen.limit(count)
+        with self._db.write() as conn:
+            ids = list(conn.execute(chosen).scalars())
+            if ids:
+                conn.execute(sa.update(t).where(t.c.id.in_(ids)).values(assigned_to=assignee))
+        return len(ids)
+
+    def all_reviews(self, item_ids: Iterable[int] | None = None) -> dict[int, list[Review]]:
+        """Every review, by item, in the order given."""
+        r = reviews
+        stmt = sa.select(r).order_by(r.c.item_id, r.c.id)
+        if item_ids is not None:
+            stmt = stmt.where(r.c.item_id.in_(list(item_ids)))
+        out: dict[int, list[Review]] = defaultdict(list)
+        with self._db.read() as conn:
+            for row in conn.execute(stmt):
+                out[row.item_id].append(Review(row.id, row.item_id, row.reviewer, json.loads(row.labels), row.created_at))
+        return dict(out)
+
+    def reviewer_progress(self, *, now: float | None = None, recent_s: float = 3600.0) -> dict[str, dict[str, int]]:
+        """Per reviewer: ``reviews``, ``recent`` (within ``recent_s``), ``skips`` and ``assigned_open``."""
+        now = now_s() if now is None else now
+        r, k, t = reviews, review_skips, review_items
+        progress: dict[str, dict[str, int]] = defaultdict(lambda: {"reviews": 0, "recent": 0, "skips": 0, "assigned_open": 0})
+        recent = sa.func.sum(sa.case((r.c.created_at >= now - recent_s, 1), else_=0))
+        with self._db.read() as conn:
+            for name, n, m in conn.execute(sa.select(r.c.reviewer, sa.func.count(), recent).group_by(r.c.reviewer)):
+                progress[name]["reviews"], progress[name]["recent"] = int(n), int(m or 0)
+            for name, n in conn.execute(sa.select(k.c.reviewer, sa.func.count()).group_by(k.c.reviewer)):
+                progress[name]["skips"] = int(n)
+            open_items = sa.select(t.c.assigned_to, sa.func.count()).where(t.c.state != "reviewed", t.c.assigned_to.is_not(None))
+            for name, n in conn.execute(open_items.group_by(t.c.assigned_to)):
+                progress[name]["assigned_open"] = int(n)
+        return dict(progress)

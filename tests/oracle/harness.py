@@ -1,0 +1,355 @@
+"""Drive simulated traffic through real agent processes and collect everything they exported.
+
+Shared by ``tests/oracle/test_oracle.py`` (short) and ``benchmarks/oracle.py`` (many seeds).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import sqlalchemy as sa
+
+from rag_monitor.simulate import Traffic
+from rag_monitor.simulate.oracle import compare, weighted_rate
+from tests.services import free_port, wait_until
+
+SAMPLING = {"base_rate": 0.2, "thumbs_down_rate": 1.0, "low_confidence_rate": 0.4, "low_confidence_below": 0.3,
+            "refusal_rate": 0.5, "shadow_pair_rate": 0.6, "salt": "oracle"}
+RECENT_TTL_S = 8.0
+
+
+class OtlpSink:
+    """A small OTLP/HTTP receiver standing in for Phoenix: keeps every body it is sent."""
+
+    def __init__(self):
+        bodies = self.bodies = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's naming
+                bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def do_GET(self):  # noqa: N802 - Phoenix's client probes; nothing to say
+                self.send_response(404)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def text(self) -> str:
+        from google.protobuf.json_format import MessageToJson
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        out = []
+        for body in self.bodies:
+            request = ExportTraceServiceRequest()
+            try:
+                request.ParseFromString(body)
+                out.append(MessageToJson(request, ensure_ascii=False))
+            except Exception:  # noqa: BLE001 - JSON or gzip: search the raw bytes
+                out.append(body.decode("utf-8", "replace"))
+        return "\n".join(out)
+
+    def close(self):
+        self.server.shutdown()
+
+
+def post(url: str, body: bytes) -> None:
+    """POST one OTLP body, retrying 503s as an exporter would."""
+    for _ in range(50):
+        request = urllib.request.Request(f"{url}/v1/traces", data=body, method="POST",
+                                         headers={"Content-Type": "application/x-protobuf"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                r.read()
+                return
+        except urllib.error.HTTPError as e:
+            if e.code not in (429, 503):
+                raise AssertionError(f"agent answered {e.code}: {e.read()[:300]!r}") from e
+        time.sleep(0.2)
+    raise AssertionError("agent kept answering 503")
+
+
+def scrape(agent) -> str:
+    with urllib.request.urlopen(f"{agent.http_url}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+@dataclass
+class Run:
+    traffic: Traffic
+    texts: list[str] = field(default_factory=list)
+    items: list[dict] = field(default_factory=list)
+    dump: str = ""
+
+
+def send(traffic: Traffic, agents: list) -> None:
+    """Phase 0 (traffic), then, once the recent-records TTL has passed, phase 1 (late feedback)."""
+    n = len(agents)
+    for batch in traffic.phases[0]:
+        for replica, body in batch.split(n).items():
+            post(agents[replica].otlp_url, body)
+    truth = traffic.truth
+    expected_queries = len(truth.records)
+    wait_until(lambda: sum(a.metric_sum("rag_queries_total") for a in agents) >= expected_queries, timeout=60,
+               what=f"{expected_queries} queries counted")
+    time.sleep(RECENT_TTL_S + 1.0)
+    for batch in traffic.phases[1]:
+        for replica, body in batch.split(n).items():
+            post(agents[replica].otlp_url, body)
+
+
+def settle(traffic: Traffic, agents: list, store_url: str, timeout: float = 60) -> None:
+    """Wait for every sampled item to be scored and partial traces to be expired."""
+    engine = sa.create_engine(store_url)
+
+    def scored() -> bool:
+        with engine.connect() as c:
+            items = c.execute(sa.text("SELECT count(*) FROM review_items")).scalar()
+        done = sum(a.metric_sum("rag_faithfulness_scored_total") for a in agents)
+        partial = sum(a.metric_sum("rag_agent_traces_partial_total") for a in agents)
+        return items > 0 and done >= items and partial >= traffic.truth.partial_traces
+
+    try:
+        wait_until(scored, timeout=timeout, what="every sampled answer scored and partial traces expired")
+    except Exception:  # noqa: BLE001 - the oracle reports what is missing, check by check
+        pass
+    engine.dispose()
+
+
+REVIEWER_TOKEN = "oracle-reviewer-token"
+
+
+def _gold_keys(traffic: Traffic):
+    by_content = {d.content: d.id for q in traffic.scenario.queries
+                  for d in [*q.retrieved, *q.delivered, *(x for f in q.filters for x in f.excluded)]}
+    gold = {q.trace_hex: set(q.gold) for q in traffic.scenario.queries}
+    return by_content, gold
+
+
+def review(traffic: Traffic, store) -> int:
+    """Label every queued item as a careful blind reviewer would (through the store): the
+    documents whose content is a gold document's are relevant."""
+    by_content, gold = _gold_keys(traffic)
+    done = 0
+    while (item := store.claim("oracle-reviewer", 600)) is not None:
+        record = item.query_record
+        shown = [*record.delivered, *record.retrieved, *(d for f in record.filters for d in f.excluded_documents)]
+        relevant = {d.id for d in shown if d.id and d.content and by_content.get(d.content) in gold.get(item.trace_id, ())}
+        store.submit_review(item.id, "oracle-reviewer", {"relevant_documents": sorted(relevant), "faithful": "yes"})
+        done += 1
+    return done
+
+
+class ReviewClient:
+    """The review API as the page uses it: a session cookie, then the CSRF token on writes."""
+
+    def __init__(self, base: str, token: str):
+        import http.cookiejar
+
+        self.base = base
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        status, page = self.call("POST", "/review/login", urllib.parse.urlencode({"token": token}).encode(),
+                                 {"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 200, f"review login: {status}"
+        marker = b'name="csrf-token" content="'
+        start = page.index(marker) + len(marker)
+        self.csrf = page[start:page.index(b'"', start)].decode()
+
+    def call(self, method: str, path: str, data: bytes | None = None, headers: dict | None = None):
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers or {})
+        try:
+            with self.opener.open(request, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def api(self, method: str, path: str, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        return self.call(method, path, data, {"X-CSRF-Token": self.csrf, "Content-Type": "application/json"})
+
+
+def review_through_api(traffic: Traffic, agent) -> tuple[int, str]:
+    """Blind review of every queued item through the review API; returns (items, what it showed)."""
+    by_content, gold = _gold_keys(traffic)
+    client = ReviewClient(agent.http_url, REVIEWER_TOKEN)
+    all_gold = set().union(*gold.values())
+    shown, done = [], 0
+    while True:
+        status, body = client.api("POST", "/api/review/claim")
+        if status == 204:
+            return done, "\n".join(shown)
+        assert status == 200, (status, body[:300])
+        view = json.loads(body)
+        shown.append(body.decode())
+        # Documents are numbered per query, so a gold document's content names it wherever it shows.
+        keys = [c["key"] for c in view["candidates"] if by_content.get(c["content"]) in all_gold]
+        status, body = client.api("POST", f"/api/review/items/{view['item']}/labels", {"faithful": "yes", "relevant": keys})
+        assert status == 200, (status, body[:300])
+        done += 1
+
+
+def dump_store(store_url: str) -> str:
+    """Every row of every table, as text."""
+    engine = sa.create_engine(store_url)
+    meta = sa.MetaData()
+    meta.reflect(engine)
+    out = []
+    with engine.connect() as c:
+        for table in meta.sorted_tables:
+            for row in c.execute(sa.select(table)):
+                out.append(f"{table.name}: {json.dumps([str(v) for v in row], ensure_ascii=False)}")
+    engine.dispose()
+    return "\n".join(out)
+
+
+def sampled_items(store_url: str) -> list[dict]:
+    engine = sa.create_engine(store_url)
+    with engine.connect() as c:
+        rows = c.execute(sa.text("SELECT i.trace_id, i.stratum, i.inclusion_prob, i.weight, i.counted_weight, s.label "
+                                 "FROM review_items i LEFT JOIN scores s ON s.trace_id = i.trace_id")).mappings().all()
+    engine.dispose()
+    return [dict(r) for r in rows]
+
+
+def estimates(traffic: Traffic, items: list[dict], variant: str) -> dict:
+    """The weighted unsupported rate from the scored sample, with its 95% interval, and the truth.
+
+    The faithfulness counters can only grow, so each item counts with the weight of the decision
+    in force when it was scored (``counted_weight``: a thumbs-down after that adds no second
+    weight). Every item's expected contribution is still its value: unbiased (see the sampler).
+    """
+    variants = {q.trace_hex: q.variant for q in traffic.scenario.queries}
+    pairs = [(r["counted_weight"], r["label"] == "unsupported") for r in items
+             if variants.get(r["trace_id"]) == variant and r["label"] in ("supported", "unsupported")]
+    rate, se = weighted_rate(pairs)
+    true = traffic.truth.unsupported_rate(variant)
+    covered = rate is not None and true is not None and abs(rate - true) <= 1.96 * se
+    return {"variant": variant, "estimate": rate, "se": se, "truth": true, "n": len(pairs), "covered": covered}
+
+
+def pii_leaks(needles: set[str], sinks: dict[str, str]) -> dict[str, list[str]]:
+    return {name: sorted(n for n in needles if n in text) for name, text in sinks.items() if any(n in text for n in needles)}
+
+
+__all__ = ["SAMPLING", "OtlpSink", "Run", "compare", "dump_store", "estimates", "pii_leaks", "review",
+           "sampled_items", "scrape", "send", "settle"]
+
+
+@dataclass
+class Outcome:
+    checks: list
+    leaks: dict
+    estimates: list
+    reviewed: int
+
+
+def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, logs: list) -> Outcome:
+    """Send, settle, review, then compare every exported quantity and search every sink for PII."""
+    from rag_monitor.review.golden import golden_rows
+    from rag_monitor.review.sampler import Sampler, SamplingConfig
+    from rag_monitor.simulate.oracle import Check
+    from rag_monitor.store import open_store
+
+    send(traffic, agents)
+    settle(traffic, agents, store_url)
+    truth = traffic.truth
+    feedback_total = sum(truth.feedback.values())
+    try:
+        wait_until(lambda: sum(a.metric_sum("rag_feedback_total") for a in agents) >= feedback_total, timeout=20,
+                   what="every feedback event counted")
+    except Exception:  # noqa: BLE001 - reported by the feedback checks
+        pass
+    reviewed, review_api = review_through_api(traffic, agents[0])
+    store = open_store(store_url)
+    try:
+        golden = json.dumps(golden_rows(store), default=str, ensure_ascii=False)
+    finally:
+        store.close()
+    try:  # the review statistics are cached for a few seconds at scrape time
+        wait_until(lambda: all("rag_filter_false_exclusion_ratio{" in scrape(a) for a in agents), timeout=20,
+                   what="the false-exclusion ratio computed from the reviews")
+    except Exception:  # noqa: BLE001 - reported by the false-exclusion checks
+        pass
+    texts = [scrape(a) for a in agents]
+    checks = compare(truth, texts, single_agent=len(agents) == 1)
+
+    # Sampling: exactly the queries the single-draw design chooses, each with its probability.
+    items = sampled_items(store_url)
+    sampler = Sampler(SamplingConfig(**SAMPLING))
+    want = {t: p for t, (_s, p) in truth.sample(SAMPLING, sampler.uniform).items()}
+    got = {r["trace_id"]: r["inclusion_prob"] for r in items}
+    checks.append(Check("sampled traces", len(want), len(got), set(want) == set(got)))
+    wrong = {t: (want[t], got[t]) for t in set(want) & set(got) if abs(want[t] - got[t]) > 1e-12}
+    checks.append(Check("inclusion probabilities", {}, dict(list(wrong.items())[:5]), not wrong))
+    # Verdicts of the scored sample: the truth's for every item whose verdict is defined.
+    by_trace = {q.trace_hex: q for q in truth.records}
+    bad = {}
+    for r in items:
+        q = by_trace.get(r["trace_id"])
+        verdict = truth.verdict(q) if q else "?"
+        if verdict is not None and r["label"] != verdict:
+            bad[r["trace_id"]] = (verdict, r["label"])
+    checks.append(Check("verdicts of sampled answers", {}, dict(list(bad.items())[:5]), not bad))
+
+    # The exported weighted rates are the Horvitz-Thompson sums of the scored sample.
+    from rag_monitor.simulate.oracle import Samples
+
+    m = Samples(texts)
+    found = []
+    for variant in ("production", "shadow"):
+        est = estimates(traffic, items, variant)
+        found.append(est)
+        weighted = {v: m.sum("rag_faithfulness_weighted_total", variant=variant, verdict=v) for v in ("supported", "unsupported")}
+        exported = weighted["unsupported"] / sum(weighted.values()) if sum(weighted.values()) else None
+        same = (exported is None and est["estimate"] is None) or (
+            exported is not None and est["estimate"] is not None and abs(exported - est["estimate"]) < 1e-9)
+        checks.append(Check(f"weighted unsupported rate {variant}", est["estimate"], exported, same))
+    # False exclusions from the reviews: the exported ratio is the weighted share, per release.
+    weights = {r["trace_id"]: r["weight"] for r in items}
+    per_release: dict[str, list[float]] = {}
+    for trace_id, w in weights.items():
+        q = by_trace.get(trace_id)
+        verdict = truth.false_exclusion(q) if q else None
+        if verdict is not None:
+            c = per_release.setdefault(q.release, [0.0, 0.0])
+            c[0] += w
+            c[1] += w * verdict
+    for release, (eligible, excluded) in sorted(per_release.items()):
+        present = any(n == "rag_filter_false_exclusion_ratio" and dict(lb).get("release") == release for n, lb in m.values)
+        # Every replica reports the shared store's value: the sum over replicas is n times it.
+        exported = m.sum("rag_filter_false_exclusion_ratio", release=release) / len(agents) if present else None
+        ok = exported is not None and abs(exported - excluded / eligible) < 1e-9
+        checks.append(Check(f"false-exclusion ratio {release}", excluded / eligible, exported, ok))
+    found.append(_false_exclusion_estimate(traffic, items))
+
+    sinks = {"store": dump_store(store_url), "forwarded spans": sink.text(), "metrics": "\n".join(texts),
+             "golden export": golden, "review API": review_api, "logs": "\n".join(open(p, encoding="utf-8", errors="replace").read() for p in logs)}
+    return Outcome(checks, pii_leaks(traffic.scenario.pii.needles(), sinks), found, reviewed)
+
+
+def _false_exclusion_estimate(traffic: Traffic, items: list[dict]) -> dict:
+    by_trace = {q.trace_hex: q for q in traffic.truth.records}
+    pairs = []
+    for r in items:
+        q = by_trace.get(r["trace_id"])
+        verdict = traffic.truth.false_exclusion(q) if q else None
+        if verdict is not None:
+            pairs.append((r["weight"], verdict))
+    rate, se = weighted_rate(pairs)
+    true = traffic.truth.false_exclusion_rate()
+    covered = rate is not None and true is not None and abs(rate - true) <= 1.96 * se
+    return {"variant": "false_exclusion", "estimate": rate, "se": se, "truth": true, "n": len(pairs), "covered": covered}
