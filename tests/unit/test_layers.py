@@ -1,11 +1,11 @@
 """Imports point one way, down the layers of DESIGN.md; no plane reaches sideways into another.
 
-    semconv, record, settings, config_files,
+    semconv, record, settings, config_files, masking,
     templating, defaults (shipped config files)      the bottom
     sdk (on semconv alone); collectors, store, alerts  on the bottom
     review, detectors, faithfulness                  on store (and the bottom)
     agent                                            composes them all
-    demo, reference                                  on the agent (the demo starts one)
+    demo, reference, simulate                        on the agent (the demo starts one)
     cli                                              on top; nothing imports it
 
 Every ``import`` counts, in functions too (a lazy import is still a dependency); only
@@ -25,10 +25,11 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rag_monitor"
 LAYER = {
     "semconv": 0, "record": 0, "settings": 0, "templating": 0, "config_files": 0,
     "defaults": 0,  # the shipped config files (data) and their sync script
+    "masking": 0,
     "sdk": 1, "collectors": 1, "store": 1, "alerts": 1,
     "review": 2, "detectors": 2, "faithfulness": 2, "models": 2,
     "agent": 3,
-    "demo": 4, "reference": 4,
+    "demo": 4, "reference": 4, "simulate": 4,  # the oracle's traffic simulator drives agents like the demo
     "cli": 5,
 }
 """Each part of the package (its first name under ``rag_monitor``) and its floor."""
