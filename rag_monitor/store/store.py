@@ -74,7 +74,7 @@ class Store:
         self._runs = DriftRuns(self._db)
         self._locks = Locks(self._db)
         self._releases = Releases(self._db)
-        self._sessions = SessionWindows(self._db)
+        self._session_windows = SessionWindows(self._db)
         self._pending = PendingSpans(self._db)
 
     @property
@@ -389,10 +389,10 @@ class Store:
     def swap_session_windows(self, latest: dict[str, tuple[int, list[str]]], *,
                              now: float | None = None) -> dict[str, tuple[int, list[str]]]:
         """Each session's last query (start_ns, words), replaced where newer; returns the previous ones."""
-        return self._sessions.swap(latest, now=now)
+        return self._session_windows.swap(latest, now=now)
 
     def prune_session_windows(self, before: float) -> int:
-        return self._sessions.prune(before)
+        return self._session_windows.prune(before)
 
     def latest_releases(self, keep: int) -> list[Release]:
         """Each service's ``keep`` most recently first-seen releases (the labelled ones), newest first."""
