@@ -24,7 +24,7 @@ def _load_scorer():
     try:  # the scorers' home after the faithfulness package split
         from rag_monitor.faithfulness import load_scorer
     except ImportError:
-        from rag_monitor.detectors.faithfulness import load_scorer
+        from rag_monitor.faithfulness import load_scorer
     return load_scorer(None)
 
 

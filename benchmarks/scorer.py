@@ -50,7 +50,7 @@ def train_tokenizer(texts: list[str], vocab_size: int = 4000):
 
 
 def make_pairs(n: int, seed: int):
-    from rag_monitor.detectors.faithfulness import Pair
+    from rag_monitor.faithfulness import Pair
     from rag_monitor.review.calibrate import load_begin
 
     data = load_begin(ROOT / "tests" / "data" / "begin" / "begin_dev_wow_200.tsv")
@@ -83,8 +83,8 @@ def main() -> int:
     import torch
     from transformers import T5Config, T5ForTokenClassification
 
-    from rag_monitor.detectors.faithfulness import FaithfulnessWorker, HHEMScorer
-    from rag_monitor.detectors.faithfulness.hhem import HHEM_PROMPT
+    from rag_monitor.faithfulness import FaithfulnessWorker, HHEMScorer
+    from rag_monitor.faithfulness.hhem import HHEM_PROMPT
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -38,7 +38,7 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _models_pull(args: argparse.Namespace) -> int:
-    from rag_monitor.models import pull_hhem
+    from rag_monitor.faithfulness.pull import pull_hhem
 
     path = pull_hhem(args.directory)
     print(f"HHEM-2.1-Open is in {path}; set hhem_model_path: {path}")
@@ -73,16 +73,18 @@ def _export_golden(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    from rag_monitor.faithfulness.thresholds import shipped_calibration
     from rag_monitor.review.calibrate import calibrate, write_html
 
     if args.begin:
-        from rag_monitor.detectors.faithfulness import load_scorer
+        from rag_monitor.faithfulness import load_scorer
         from rag_monitor.review.calibrate import load_begin
 
         data = load_begin(args.begin)
         scorer = load_scorer(args.model or None)
         scores = scorer.score(data.premises, data.hypotheses)
-        supported, weights, name = data.supported, None, scorer.name
+        supported, weights, name, threshold = data.supported, None, scorer.name, scorer.threshold
+        shipped = shipped_calibration(scorer.name, scorer.version)
         print(f"BEGIN: {len(scores)} labelled pairs ({data.n_generic} 'Generic' rows left out), scored by {name}")
     else:
         from rag_monitor.review.golden import read_jsonl
@@ -93,8 +95,11 @@ def _calibrate(args: argparse.Namespace) -> int:
         scores = [r["scores"][args.scorer] for r in rows]
         supported = [r["labels"]["faithful"] == "yes" for r in rows]
         weights, name = [r["weight"] for r in rows], args.scorer
-    report = calibrate(scores, supported, weights, scorer=name)
-    path = write_html(report, args.out)
+        threshold = next((r.get("score_thresholds", {}).get(args.scorer) for r in rows if r.get("score_thresholds", {}).get(args.scorer) is not None), None)
+        version = rows[0]["versions"]["scorers"].get(args.scorer, "")
+        shipped = shipped_calibration(args.scorer, version)
+    report = calibrate(scores, supported, weights, threshold=threshold, scorer=name)
+    path = write_html(report, args.out, shipped=shipped)
     low, high = report.recommended_interval
     print(
         f"{report.scorer}: n={report.n} (excluded {report.n_excluded}), balanced accuracy {report.balanced_accuracy:.3f}, "
@@ -119,6 +124,63 @@ def _drift_report(args: argparse.Namespace) -> int:
         store.close()
     print(f"drift report: {index}")
     return 0
+
+
+def _drift_reference(args: argparse.Namespace) -> int:
+    import datetime as dt
+    import json
+
+    from rag_monitor.detectors.profiles import load_profiles
+    from rag_monitor.detectors.references import reference_status, set_reference
+
+    settings, store = _open_store(args)
+    try:
+        profiles = load_profiles(settings.detector_profiles)
+        signals = [args.signal] if getattr(args, "signal", None) else sorted({p.signal for p in profiles})
+        unknown = set(signals) - {p.signal for p in profiles}
+        if unknown:
+            raise ValueError(f"no drift profile watches {sorted(unknown)}; profiles watch {sorted({p.signal for p in profiles})}")
+        if args.reference_command == "show":
+            for row in reference_status(store, profiles):
+                if row["signal"] in signals:
+                    state = "complete" if row["complete"] else "capturing"
+                    print(f"{row['signal']}: {row['description']} ({row['set_by']}; version {row['version']}, "
+                          f"{row['items']} items, {state}) {json.dumps(row['spec'])}")
+            return 0
+        spec = None
+        if args.reference_command == "set":
+            if args.start or args.end:
+                if not (args.start and args.end):
+                    raise ValueError("a time range needs both --from and --to")
+                spec = {"mode": "range", "start": _timestamp(args.start), "end": _timestamp(args.end)}
+            elif args.release:
+                spec = {"mode": "release", "release": args.release, "days": args.days}
+            else:
+                spec = {"mode": "period", "days": args.days}
+        for signal in signals:
+            capacity = max(p.reference_size for p in profiles if p.signal == signal)
+            version = set_reference(store, signal, spec, capacity=capacity)
+            what = json.dumps(spec) if spec else "the profile default"
+            print(f"{signal}: new reference version {version}: {what}; runs wait until it is captured "
+                  f"({dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)")
+    finally:
+        store.close()
+    return 0
+
+
+def _timestamp(text: str) -> float:
+    """Unix seconds from a number or an ISO 8601 time (UTC unless it names its zone)."""
+    import datetime as dt
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither Unix seconds nor an ISO 8601 time (2026-11-23T00:00)") from None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
 def _review_report(args: argparse.Namespace) -> int:
@@ -206,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     source = calibrate.add_mutually_exclusive_group(required=True)
     source.add_argument("--golden", help="a golden-set export (uses its human 'faithful' labels and stored scores)")
     source.add_argument("--begin", help="a BEGIN TSV file (human attribution labels), scored now")
-    calibrate.add_argument("--scorer", default="lexical-v1", help="with --golden: which stored scorer to calibrate")
+    calibrate.add_argument("--scorer", default="support-v1", help="with --golden: which stored scorer to calibrate")
     calibrate.add_argument("--model", help="with --begin: HHEM model directory (default: the lexical fallback)")
     calibrate.add_argument("--out", default="calibration.html")
     calibrate.set_defaults(run=_calibrate)
@@ -217,6 +279,20 @@ def build_parser() -> argparse.ArgumentParser:
     _store_options(report)
     report.add_argument("--out", default="drift-report")
     report.set_defaults(run=_drift_report)
+    reference = drift_sub.add_parser("reference", help="show, set or reset the reference the drift runs compare with")
+    reference_sub = reference.add_subparsers(dest="reference_command", required=True)
+    for name, text in (("show", "the reference of each signal: its definition, version and whether it is captured"),
+                       ("set", "a new reference: a period (--days), a release (--release) or a time range (--from/--to)"),
+                       ("reset", "back to the profile's default (the first full week from now)")):
+        command = reference_sub.add_parser(name, help=text)
+        _store_options(command)
+        command.add_argument("--signal", help="one signal (default: every signal a profile watches)")
+        command.set_defaults(run=_drift_reference)
+        if name == "set":
+            command.add_argument("--days", type=float, default=7.0, help="length of the reference period (default 7)")
+            command.add_argument("--release", help="capture only this release's queries")
+            command.add_argument("--from", dest="start", help="start of a time range (ISO 8601 or Unix seconds)")
+            command.add_argument("--to", dest="end", help="end of the time range")
 
     review = sub.add_parser("review", help="review-page administration")
     review_sub = review.add_subparsers(dest="review_command", required=True)

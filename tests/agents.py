@@ -64,6 +64,8 @@ def start_agent(tmp_path) -> Iterator[Callable[..., RunningAgent]]:
             "root_timeout_s": 5.0,
             "detector_profiles": "",  # no drift jobs (and no embedding model) unless a test asks
             "hhem_model_path": "",
+            # The bare lexical scorer keeps test agents light; tests of the default ask for "support".
+            "offline_scorer": "lexical",
             **overrides,
         })
         agent = Agent(settings)
@@ -93,7 +95,7 @@ class AgentProcess:
         self.otlp_url = f"http://127.0.0.1:{self.otlp_port}"
         self.http_url = f"http://127.0.0.1:{self.http_port}"
         env = dict(os.environ, RAG_MONITOR_DATA_DIR=str(data_dir), RAG_MONITOR_OTLP_PORT=str(self.otlp_port),
-                   RAG_MONITOR_HTTP_PORT=str(self.http_port), RAG_MONITOR_HHEM_MODEL_PATH="",
+                   RAG_MONITOR_HTTP_PORT=str(self.http_port), RAG_MONITOR_HHEM_MODEL_PATH="", RAG_MONITOR_OFFLINE_SCORER="lexical",
                    **{f"RAG_MONITOR_{k.upper()}": str(v) for k, v in settings.items()})
         self.log = open(f"{data_dir}.log", "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "rag_monitor.cli", "agent"], env=env,

@@ -30,7 +30,7 @@ FAST_OVERRIDES: dict[str, Any] = {
     "faithfulness.window": "30s", "faithfulness.for": "2s", "faithfulness.min_scored": 5,
     "latency.window": "30s", "latency.p95_for": "2s", "latency.p99_for": "2s", "latency.min_queries": 5,
     "filter_false_exclusion.for": "2s",
-    "regeneration.window": "30s", "regeneration.season": "1m", "regeneration.spread_window": "1m",
+    "regeneration.window": "30s", "regeneration.season": "1m",
     "regeneration.min_queries": 5, "regeneration.for": "2s",
     "cost.window": "30s", "cost.for": "2s", "cost.min_queries": 5,
     "drift.for": "0s",

@@ -141,6 +141,8 @@ def agent_jobs(agent: Agent) -> list[Job]:
         # Every replica answers scrapes, so every replica refreshes its cache (incrementally).
         Job("scrape_cache", agent.review_stats.refresh, s.scrape_cache_interval_s),
     ]
+    if getattr(agent, "judging", None) is not None:  # the LLM judge beside the scorer, its own lease inside
+        jobs.append(Job("judging", agent.judging.tick, s.score_interval_s))
     if agent.forwarder is not None:
         jobs.append(Job("forwarding", agent.forwarder.drain, s.forward_interval_s))
     if agent.profiles:

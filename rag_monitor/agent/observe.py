@@ -43,7 +43,7 @@ class RegenerationDetector:
     """
 
     def __init__(self, store, window_s: float, similarity: float, *,
-                 on_regeneration: Callable[[str, str], None] = lambda release, variant: None,
+                 on_regeneration: Callable[[str, str, str], None] = lambda release, variant, intent: None,
                  on_unchecked: Callable[[int], None] = lambda n: None,
                  max_queue: int = 20_000, clock=time.time):
         self.store = store
@@ -57,7 +57,7 @@ class RegenerationDetector:
         self._lock = threading.Lock()
         self.clock = clock
 
-    def offer(self, records: list[QueryRecord], labels_of: Callable[[QueryRecord], tuple[str, str]]) -> None:
+    def offer(self, records: list[QueryRecord], labels_of: Callable[[QueryRecord], tuple[str, str, str]]) -> None:
         asked = [_Asked(r.trace_id, r.session_id, r.start_ns, r.query, *labels_of(r))
                  for r in records
                  if r.session_id and r.query and "query" not in r.hidden]  # hidden: nothing to compare
@@ -83,7 +83,7 @@ class RegenerationDetector:
             self.on_unchecked(len(batch))
             raise
         for asked in found:
-            self.on_regeneration(asked.release, asked.variant)
+            self.on_regeneration(asked.release, asked.variant, asked.intent)
         return len(found)
 
     def detect(self, asked: list[_Asked]) -> list[_Asked]:
@@ -117,6 +117,7 @@ class _Asked:
     query: str
     release: str
     variant: str
+    intent: str
 
 
 class _CachedLabels:
@@ -212,9 +213,13 @@ class QueryObserver:
             self.observe_feedback(record, feedback)
         return cost
 
-    def count_regeneration(self, release: str, variant: str) -> None:
+    def regeneration_labels(self, record: QueryRecord) -> tuple[str, str, str]:
+        """(release, variant, intent) as the query's metrics have them."""
+        return (*self.labels_of(record), self.intent(record.intent))
+
+    def count_regeneration(self, release: str, variant: str, intent: str) -> None:
         """An inferred regeneration (the detector's verdict, labels as the query had them)."""
-        self._children.regenerations.labels(release, variant, "inferred").inc()
+        self._children.regenerations.labels(release, variant, intent, "inferred").inc()
 
     def _observe_calls(self, record: QueryRecord, release: str, variant: str) -> float | None:
         """Tokens and cost of every model call under the call's own model; the query's cost is
@@ -250,4 +255,5 @@ class QueryObserver:
         kind = self.feedback_kind(feedback.kind)
         self._children.feedback.labels(release, variant, kind).inc()
         if feedback.kind == semconv.FEEDBACK_REGENERATE:
-            self._children.regenerations.labels(release, variant, "explicit").inc()
+            intent = self.intent(record.intent) if record else "unknown"
+            self._children.regenerations.labels(release, variant, intent, "explicit").inc()

@@ -142,7 +142,7 @@ class IngestPipeline:
         for record in sorted(written.records, key=lambda r: r.start_ns):
             self.observer.observe(record)
         if self.regeneration is not None:
-            self.regeneration.offer(written.records, self.observer.labels_of)
+            self.regeneration.offer(written.records, self.observer.regeneration_labels)
         for record, feedback in written.late:
             self.observer.observe_feedback(record, feedback)
         if written.records and self.on_records is not None:

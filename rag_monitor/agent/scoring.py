@@ -23,14 +23,15 @@ import logging
 from collections.abc import Callable
 
 from rag_monitor.alerts.metrics import AgentMetrics
-from rag_monitor.detectors.faithfulness.worker import (
+from rag_monitor.faithfulness.claims import claims_json, explanation
+from rag_monitor.faithfulness.worker import (
     STATUS_NO_CLAIMS,
     STATUS_REFUSED,
     STATUS_SCORED,
     FaithfulnessWorker,
     Pair,
 )
-from rag_monitor.detectors.faithfulness.worker import Score as WorkerScore  # noqa: I001 - the scorer's verdict type
+from rag_monitor.faithfulness.worker import Score as WorkerScore
 from rag_monitor.store import Score as StoredScore
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class ScoringLoop:
         self.clock = clock
         self.fenced = 0
         """Chunks whose scores were refused because another replica took the lease over."""
-        metrics.scorer_info.labels(self.scorer.name, self.scorer.version).set(1)
+        metrics.scorer_info.labels(self.scorer.name, self.scorer.version, f"{self.scorer.threshold:g}").set(1)
 
     def _now(self) -> float | None:
         return self.clock() if self.clock is not None else None
@@ -134,13 +135,14 @@ class ScoringLoop:
             verdict = unscorable(record)
             if verdict is not None:
                 scores.append(WorkerScore(trace_id, None, verdict, self.scorer.name, self.scorer.version,
-                                          weight=weights[trace_id]))
+                                          weight=weights[trace_id], threshold=self.scorer.threshold))
             else:
                 pairs.append(Pair(key=trace_id, contexts=[d.content for d in record.delivered], answer=record.answer,
                                   refused=record.refused, weight=weights[trace_id]))
         scores += self.worker.score_pairs(pairs)
         written = self.store.upsert_scores(
-            (StoredScore(s.key, s.scorer, s.value, s.scorer_version, label=verdict_of(s)) for s in scores),
+            (StoredScore(s.key, s.scorer, s.value, s.scorer_version, label=verdict_of(s), threshold=s.threshold,
+                         claims=claims_json(s.claims)) for s in scores),
             fence=(self.lock_name, self.holder, token), now=self._now(),
         )
         if written < 0:
@@ -170,6 +172,19 @@ class ScoringLoop:
                 return
 
 
+def judge_metrics(metrics: AgentMetrics) -> Callable[[object], None]:
+    """The LLM judge's ``on_call``: its latency, tokens and cost as the agent's metrics."""
+
+    def on_call(call) -> None:
+        metrics.judge_requests.labels(call.outcome).inc()
+        metrics.judge_latency.labels(call.outcome).observe(call.latency_s)
+        metrics.judge_tokens.labels("input").inc(call.input_tokens)
+        metrics.judge_tokens.labels("output").inc(call.output_tokens)
+        metrics.judge_cost.inc(call.cost_usd)
+
+    return on_call
+
+
 def phoenix_annotator(base_url: str) -> Callable[[str, object], None]:
     """Annotate a span in Phoenix with a faithfulness score (``faithfulness`` annotation)."""
     import httpx
@@ -182,10 +197,12 @@ def phoenix_annotator(base_url: str) -> Callable[[str, object], None]:
         client.spans.add_span_annotation(
             span_id=span_id,
             annotation_name="faithfulness",
-            annotator_kind="LLM" if score.scorer.startswith("hhem") else "CODE",
+            annotator_kind="LLM" if score.scorer.startswith(("hhem", "llm-judge")) else "CODE",
             label=verdict_of(score),
             score=score.value,
-            metadata={"scorer": score.scorer, "scorer_version": score.scorer_version, "weight": score.weight},
+            explanation=explanation(score.claims) or score.error,
+            metadata={"scorer": score.scorer, "scorer_version": score.scorer_version, "threshold": score.threshold,
+                      "weight": score.weight},
             sync=True,
         )
 

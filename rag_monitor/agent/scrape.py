@@ -20,6 +20,7 @@ from collections import defaultdict
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from rag_monitor.detectors.export import latest_tested
 from rag_monitor.review.stats import FalseExclusionStats, false_exclusion_stats
 
 log = logging.getLogger(__name__)
@@ -105,10 +106,11 @@ class ReviewStatsCollector(Collector):
 class StoreGauges:
     """Gauges read from the store at scrape time: small indexed reads (queue depth, latest drift runs)."""
 
-    def __init__(self, store, metrics, profiles):
+    def __init__(self, store, profiles, drift_exporter, metrics):
         self.store = store
-        self.metrics = metrics
         self.profiles = profiles
+        self.drift_exporter = drift_exporter
+        self.metrics = metrics
 
     def refresh(self) -> None:
         try:
@@ -121,15 +123,6 @@ class StoreGauges:
 
     def _export_drift(self, profile) -> None:
         """The latest completed run of a profile, whichever replica ran it."""
-        for run in self.store.drift_runs(profile.name, limit=5):
-            result = run.result or {}
-            if result.get("status") != "done":
-                continue
-            m, labels = self.metrics, (profile.signal, profile.detector)
-            m.drift_statistic.labels(*labels).set(result["statistic"])
-            m.drift_p_value.labels(*labels).set(result["p_value"])
-            m.drift_detected.labels(*labels).set(1 if result["is_drift"] else 0)
-            m.drift_window_size.labels(*labels, "reference").set(result["n_reference"])
-            m.drift_window_size.labels(*labels, "current").set(result["n_current"])
-            m.drift_last_run.labels(*labels).set(run.finished_at or run.started_at)
-            return
+        run = latest_tested(self.store, profile)
+        if run is not None:
+            self.drift_exporter.export(profile, run)

@@ -36,7 +36,7 @@ from rag_monitor.agent.http import health_routes, metrics_routes, otlp_app
 from rag_monitor.agent.jobs import JobScheduler, agent_jobs
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
-from rag_monitor.agent.scoring import ScoringLoop, phoenix_annotator
+from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annotator
 from rag_monitor.agent.scrape import ReviewStatsCollector, StoreGauges
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import TraceAssembler
@@ -45,8 +45,10 @@ from rag_monitor.collectors.pricing import PriceTable
 from rag_monitor.collectors.pseudonyms import load_pseudonym_key
 from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.config_files import CONFIG_FILES, config_path, load_config
-from rag_monitor.detectors.faithfulness import load_scorer
-from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
+from rag_monitor.detectors.export import DriftExporter
+from rag_monitor.faithfulness import load_scorer
+from rag_monitor.faithfulness.judge import judge_from_settings
+from rag_monitor.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
 from rag_monitor.detectors.jobs import DriftScheduler
 from rag_monitor.detectors.profiles import load_profiles
@@ -143,6 +145,7 @@ class Agent:
             on_dropped=lambda n: self.metrics.spans_dropped.labels("drift_feed_full").inc(n),
         )
         self.drift = DriftScheduler(self.store, self.profiles, holder=self.instance)
+        self.drift_exporter = DriftExporter(self.metrics)
 
     def _build_ingest(self) -> None:
         s = self.settings
@@ -199,7 +202,7 @@ class Agent:
         s = self.settings
         self.review_stats = ReviewStatsCollector(self.store)
         self.registry.register(self.review_stats)
-        self.store_gauges = StoreGauges(self.store, self.metrics, self.profiles)
+        self.store_gauges = StoreGauges(self.store, self.profiles, self.drift_exporter, self.metrics)
         self.reviewers = Reviewers.parse(s.review_tokens)
         if not len(self.reviewers):
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
@@ -213,11 +216,19 @@ class Agent:
 
     def _build_scoring(self) -> None:
         s = self.settings
-        scorer = load_scorer(s.hhem_model_path or None, threshold=s.scorer_threshold, torch_threads=s.torch_threads)
+        scorer = load_scorer(s.hhem_model_path or None, threshold=s.scorer_threshold or None, torch_threads=s.torch_threads,
+                             device=s.hhem_device, offline=s.offline_scorer)
+        annotate = phoenix_annotator(s.phoenix_url) if s.phoenix_url else None
         self.scoring = ScoringLoop(
-            self.store, FaithfulnessWorker(scorer), self.metrics, self.observer.labels_of,
-            annotate=phoenix_annotator(s.phoenix_url) if s.phoenix_url else None,
-            holder=self.instance, lease_s=max(5.0, 5 * s.score_interval_s),
+            self.store, FaithfulnessWorker(scorer, batch_tokens=s.scorer_batch_tokens), self.metrics,
+            self.observer.labels_of, annotate=annotate, holder=self.instance, lease_s=max(5.0, 5 * s.score_interval_s),
+        )
+        # The LLM judge scores the same sampled answers beside the main scorer, under its own name and lease.
+        judge = judge_from_settings(s, on_call=judge_metrics(self.metrics))
+        self.judging = None if judge is None else ScoringLoop(
+            self.store, FaithfulnessWorker(judge, max_batch=4 * s.judge_concurrency), self.metrics,
+            self.observer.labels_of, annotate=None, holder=self.instance,
+            lease_s=max(5.0, 5 * s.score_interval_s, 3 * s.judge_timeout_s * (s.judge_max_retries + 1)),
         )
 
     def prune_store(self) -> None:

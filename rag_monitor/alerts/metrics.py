@@ -35,6 +35,7 @@ COST_BUCKETS_USD = (
 SCORE_BUCKETS = tuple(i / 20 for i in range(1, 21))
 STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 JOB_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+JUDGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 METRIC_PREFIX = "rag_"
 
@@ -89,7 +90,7 @@ class AgentMetrics:
 
         # --- user feedback ---
         self.feedback = Counter("rag_feedback_total", "User feedback events by kind.", [*rv, "kind"], registry=r)
-        self.regenerations = Counter("rag_regenerations_total", "Regenerations: explicit events and inferred near-duplicate re-asks.", [*rv, "source"], registry=r)
+        self.regenerations = Counter("rag_regenerations_total", "Regenerations: explicit events and inferred near-duplicate re-asks, by the query's intent.", [*rv, "intent", "source"], registry=r)
         self.regeneration_unchecked = Counter("rag_agent_regeneration_unchecked_total", "Queries not checked for an inferred regeneration (check queue full, or the store unavailable).", registry=r)
 
         # --- filters ---
@@ -110,7 +111,11 @@ class AgentMetrics:
             [*rv, "scorer", "verdict"], registry=r,
         )
         self.faithfulness_scored = Counter("rag_faithfulness_scored_total", "Scored answers, unweighted (for minimum-sample guards).", [*rv, "scorer", "verdict"], registry=r)
-        self.scorer_info = Gauge("rag_scorer_info", "The faithfulness scorer in use (1); scorer=lexical-v1 means HHEM weights are not configured.", ["scorer", "version"], registry=r)
+        self.scorer_info = Gauge("rag_scorer_info", "The faithfulness scorers in use (1), with the threshold each flags unsupported answers below; scorer=support-v1 or lexical-v1 means HHEM weights are not configured.", ["scorer", "version", "threshold"], registry=r)
+        self.judge_requests = Counter("rag_judge_requests_total", "LLM judge HTTP calls by outcome (ok, retried, malformed, error).", ["outcome"], registry=r)
+        self.judge_latency = Histogram("rag_judge_request_seconds", "LLM judge HTTP call latency.", ["outcome"], buckets=JUDGE_BUCKETS, registry=r)
+        self.judge_tokens = Counter("rag_judge_tokens_total", "Tokens the LLM judge consumed, by kind (input, output).", ["kind"], registry=r)
+        self.judge_cost = Counter("rag_judge_cost_usd_total", "What the LLM judge cost (USD, from judge_usd_per_million_*).", registry=r)
 
         # --- sampling and review ---
         self.sampled = Counter("rag_sampled_total", "Queries chosen for review, by stratum.", ["stratum"], registry=r)
@@ -119,7 +124,14 @@ class AgentMetrics:
         # --- drift ---
         self.drift_statistic = Gauge("rag_drift_statistic", "Latest drift test statistic.", ["signal", "detector"], registry=r)
         self.drift_p_value = Gauge("rag_drift_p_value", "Latest drift test p-value.", ["signal", "detector"], registry=r)
-        self.drift_detected = Gauge("rag_drift_detected", "1 when the latest drift test rejected 'no drift'.", ["signal", "detector"], registry=r)
+        self.drift_detected = Gauge("rag_drift_detected", "1 while the sequential decision says drift (evidence at or above its page threshold).", ["signal", "detector"], registry=r)
+        self.drift_evidence = Gauge("rag_drift_evidence", "Natural log of the drift e-detector (CUSUM of e-values over non-overlapping windows).", ["signal", "detector"], registry=r)
+        self.drift_evidence_threshold = Gauge("rag_drift_evidence_threshold", "Natural log of the e-detector's page threshold (from the false-page budget).", ["signal", "detector"], registry=r)
+        self.drift_top_cluster = Gauge(
+            "rag_drift_top_cluster_info",
+            "1 for the latest run's most over- (direction=over) and under-represented (under) query cluster: a redacted example and its shares.",
+            ["signal", "detector", "direction", "example", "current_share", "reference_share"], registry=r,
+        )
         self.drift_window_size = Gauge("rag_drift_window_size", "Items in the drift test's windows.", ["signal", "detector", "window"], registry=r)
         self.drift_last_run = Gauge("rag_drift_last_run_timestamp_seconds", "When the latest drift test finished (Unix time).", ["signal", "detector"], registry=r)
 

@@ -12,7 +12,9 @@ supports an answer. No LLM, no network::
 
 The bad release (``BAD_RELEASE``) ships a relevance filter whose archived check is inverted
 for versioned policies, so the current policy is filtered out and the archived one answers,
-and its retriever and generator are slower by a scripted delay.
+and its retriever and generator are slower by a scripted delay. Its generator also adds an
+unsupported sentence (an invented number or step, or a contradiction) to a share of answers
+(``demo/embellish.py``), so faithfulness regresses with it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from rag_monitor import semconv
 from rag_monitor.demo.corpus import PUBLIC_TENANT, Corpus, Document
+from rag_monitor.demo.embellish import embellish
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 GENERATOR_MODEL = "demo-extractive-1"
@@ -73,10 +76,13 @@ class ReleaseConfig:
     context_k: int = 3
     min_support: float = 0.34
     """Share of the question's content words a sentence must cover to be used in an answer."""
+    embellish_share: float = 0.0
+    """The bad release's generator bug: share of answers given one unsupported extra sentence."""
 
 
 GOOD_RELEASE = ReleaseConfig("r1")
-BAD_RELEASE = ReleaseConfig("r2", serve_archived_versions=True, retrieval_delay_s=0.15, generation_delay_s=0.35)
+BAD_RELEASE = ReleaseConfig("r2", serve_archived_versions=True, retrieval_delay_s=0.15, generation_delay_s=0.35,
+                            embellish_share=0.5)
 
 
 @dataclass(frozen=True)
@@ -350,6 +356,7 @@ class SupportApp:
             with q.generate(model=GENERATOR_MODEL, provider="local") as g:
                 self.sleep(self.release.generation_delay_s)
                 text, citations, confidence = self._generate(question, context)
+                text = embellish(text, question, user.id, "\n".join(d.content for d in context), self.release.embellish_share)
                 g.first_token()
                 g.tokens(prompt=_tokens(prompt_words), completion=_tokens(len(text.split())) if text else 0)
             if text:

@@ -38,7 +38,7 @@ DEMO_OVERRIDES: dict[str, Any] = {
     "latency.window": "20s", "latency.p95_for": "2s", "latency.p99_for": "2s", "latency.min_queries": 5,
     "latency.p95_slo_seconds": 0.3, "latency.p99_slo_seconds": 1.5,
     "filter_false_exclusion.for": "2s", "filter_false_exclusion.min_eligible": 3,
-    "regeneration.window": "30s", "regeneration.season": "1m", "regeneration.spread_window": "1m",
+    "regeneration.window": "30s", "regeneration.season": "1m",
     "regeneration.min_queries": 5, "regeneration.for": "2s",
     "cost.window": "30s", "cost.for": "2s", "cost.min_queries": 5,
     "drift.for": "0s", "drift.min_window_items": 40,
@@ -172,6 +172,8 @@ def _drift_profiles(quick: bool) -> dict[str, Any]:
         "name": DRIFT_PROFILE, "signal": "query_embedding", "detector": "mmd", "alpha": 0.01,
         "reference_size": REFERENCE_SIZE[quick], "current_size": window, "min_current": window,
         "current_max_age_s": None, "interval_s": 3, "options": {"n_permutations": 200},
+        "reference_days": None,  # the demo's scripted baseline is its reference (minutes, not a week)
+        "page_threshold": 20,  # two strong windows page (production profiles derive it from the false-page budget)
     }]}
 
 
@@ -184,7 +186,7 @@ class DriftRuns:
         self._seen: set[float] = set()
 
     def collect(self, phase: str) -> None:
-        for run in reversed(self.store.drift_runs(DRIFT_PROFILE, limit=20)):
+        for run in reversed(self.store.drift_runs(DRIFT_PROFILE, limit=20, tested=True)):
             result = run.result or {}
             if run.scheduled_for in self._seen or result.get("status") != "done":
                 continue
@@ -333,6 +335,7 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
                 background.append(_Every(3.0, lambda: drift.collect(_phase_now(stats, phases)), "drift"))
                 background.append(_Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
         _wait_stored(agent, recent[-20:])
+        _wait_scored(agent)
         _wait_for_drift_run(agent, drift, phases[-1].name)
         reviewer.review_available(100)
         if alerting is not None:
@@ -374,8 +377,15 @@ def _wait_stored(agent: Any, trace_ids: Sequence[str], timeout: float = 20.0) ->
             time.sleep(0.2)
 
 
-# Alerts the story should raise: drift during the shift, latency and false exclusions after the release.
-EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh")
+def _wait_scored(agent: Any, timeout: float = 60.0) -> None:
+    """Until the faithfulness scorer has caught up with the sampled answers (its backlog is empty)."""
+    deadline = time.monotonic() + timeout
+    while agent.store.scorer_backlog(agent.scoring.scorer.name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+# Alerts the story should raise: drift during the shift; latency, false exclusions and unsupported answers after the release.
+EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh", "RagFaithfulnessLow")
 
 
 def _wait_for_story(alerting: Any, options: DemoOptions) -> None:

@@ -7,7 +7,7 @@ p-value alone). ``predict`` never changes the reference.
 >>> MMDDrift(signal="query_embedding").fit(reference_vectors).predict(current_vectors)  # doctest: +SKIP
 
 The detector classes load lazily: importing this package imports neither numpy, scipy nor
-scikit-learn (the faithfulness subpackage has its own dependencies).
+scikit-learn.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from rag_monitor.detectors.base import DriftDetector, DriftResult, DriftScore, NotFittedError
+from rag_monitor.detectors.base import DegenerateWindowError, DriftDetector, DriftResult, DriftScore, NotFittedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from rag_monitor.detectors.categorical import ChiSquareDrift
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ChiSquareDrift",
     "ClassifierDrift",
+    "DegenerateWindowError",
     "DriftDetector",
     "DriftResult",
     "DriftScore",

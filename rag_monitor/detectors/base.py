@@ -15,11 +15,25 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Generic, Mapping, TypeVar
 
-__all__ = ["DriftResult", "DriftScore", "DriftDetector", "EmbeddingDriftDetector", "NotFittedError"]
+__all__ = ["DegenerateWindowError", "DriftResult", "DriftScore", "DriftDetector", "EmbeddingDriftDetector", "NotFittedError"]
 
 
 class NotFittedError(RuntimeError):
     """``score``/``predict`` was called before ``fit`` gave the detector a reference."""
+
+
+class DegenerateWindowError(ValueError):
+    """A window whose vectors are (near-)identical: no kernel width or p-value means anything.
+
+    Drift runs record it as the verdict ``degenerate`` (never as drift with p = 0).
+    """
+
+
+def fresh_seed() -> int:
+    """A new random seed (63 bits from the OS), recorded with the run that used it."""
+    import secrets
+
+    return secrets.randbits(63)
 
 
 class Metadata(dict):

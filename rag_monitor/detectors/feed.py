@@ -2,8 +2,14 @@
 
 Ingest only appends a few fields per query to a bounded deque (``offer``); a background
 ``tick`` computes missing embeddings in batches (when the app sent no vectors) and writes both
-windows: ``current`` always, ``reference`` while it is still being captured. A change of
-embedding model starts a new reference version: vectors of two models are not comparable.
+windows: ``current`` always, ``reference`` while the query falls in the reference period (see
+``detectors/references.py``). Items carry the query's own time, so runs can match hours of the
+day. A change of embedding model starts a new reference version: vectors of two models are not
+comparable.
+
+One item per query for every signal: the document signal's item is the mean of the query's
+delivered documents' vectors (normalised), so popular documents repeated across queries do not
+break the permutation test's exchangeability (the unit of the test is the query).
 
 Usage::
 
@@ -15,8 +21,10 @@ Usage::
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -37,6 +45,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class _Observation:
     trace_id: str
+    time: float
     release: str
     query: str
     documents: tuple[str, ...]
@@ -95,7 +104,9 @@ class DriftFeed:
         max_pending: int = 5000,
         on_dropped: Callable[[int], None] = lambda n: None,
         on_reset: Callable[[str, str], None] = lambda signal, model: None,
+        clock: Callable[[], float] = time.time,
     ):
+        self.clock = clock
         self.store = store
         self.embedder = embedder
         self.embedding_model = embedding_model
@@ -121,7 +132,8 @@ class DriftFeed:
                 # Hidden content is never embedded (nor are the app's vectors of it used).
                 query_hidden, documents_hidden = "query" in r.hidden, "documents" in r.hidden
                 self._pending.append(_Observation(
-                    r.trace_id, r.release, "" if query_hidden else r.query,
+                    r.trace_id, r.start_ns / 1e9 if r.start_ns else self.clock(), r.release,
+                    "" if query_hidden else r.query,
                     () if documents_hidden else tuple(d.content for d in r.delivered if d.content),
                     tuple(r.query_embedding) if r.query_embedding and not query_hidden else None,
                     () if documents_hidden else tuple(tuple(v) for v in r.document_embeddings), r.embedding_model,
@@ -142,7 +154,7 @@ class DriftFeed:
 
         for signal in self.signals:
             if signal in CATEGORICAL_SIGNALS:
-                items = [(o.release, ReservoirItem(o.trace_id, value=_categorical(o, signal))) for o in taken]
+                items = [(o.release, ReservoirItem(o.trace_id, value=_categorical(o, signal), added_at=o.time)) for o in taken]
                 items = [(rel, it) for rel, it in items if it.value is not None]
             else:
                 items = self._vectors(signal, taken)
@@ -153,29 +165,40 @@ class DriftFeed:
     def _vectors(self, signal: str, taken: list[_Observation]):
         from rag_monitor.store import ReservoirItem
 
+        import numpy as np
+
         out, texts, owners = [], [], []
         for o in taken:
             if signal == SIGNAL_QUERY_EMBEDDING:
                 if o.query_vector is not None and o.vector_model:
-                    out.append((o.release, ReservoirItem(o.trace_id, vector=list(o.query_vector), model=o.vector_model)))
+                    out.append((o.release, ReservoirItem(o.trace_id, vector=list(o.query_vector), model=o.vector_model, added_at=o.time)))
                 elif o.query:
                     texts.append(o.query)
                     owners.append(o)
             elif signal == SIGNAL_DOCUMENT_EMBEDDING:
                 if o.document_vectors and o.vector_model:
-                    out.extend((o.release, ReservoirItem(o.trace_id, vector=list(v), model=o.vector_model)) for v in o.document_vectors)
+                    out.append((o.release, ReservoirItem(o.trace_id, vector=query_unit(o.document_vectors), model=o.vector_model, added_at=o.time)))
                 else:
                     texts.extend(o.documents)
                     owners.extend([o] * len(o.documents))
         if texts and self.embedder is not None:
-            vectors = self.embedder(texts)
-            out.extend(
-                (o.release, ReservoirItem(o.trace_id, vector=[float(x) for x in v], model=self.embedding_model))
-                for o, v in zip(owners, vectors)
-            )
+            vectors = np.asarray(self.embedder(texts), dtype=np.float32)
+            by_query: dict[int, list] = collections.defaultdict(list)
+            for o, v in zip(owners, vectors):
+                by_query[id(o)].append(v)
+            seen = set()
+            for o in owners:
+                if id(o) not in seen:
+                    seen.add(id(o))
+                    out.append((o.release, ReservoirItem(o.trace_id, vector=query_unit(by_query[id(o)]), model=self.embedding_model, added_at=o.time)))
         return out
 
+    def reference_spec(self, signal: str) -> dict:
+        """The signal's reference definition: set from the CLI, else its first profile's default."""
+        return self.store.reference_spec(signal) or self.signals[signal][0].default_reference()
+
     def _add(self, signal: str, items: list) -> None:
+        from rag_monitor.detectors.references import captures
         from rag_monitor.store import ReservoirMismatch
 
         profiles = self.signals[signal]
@@ -183,23 +206,42 @@ class DriftFeed:
         reference_size = max(p.reference_size for p in profiles)
         max_ages = [p.current_max_age_s for p in profiles]
         max_age = None if any(a is None for a in max_ages) else max(max_ages)
-        release_filter = {p.reference_release for p in profiles}
         model = next((it.model for _, it in items if it.model), None)
+        now = self.clock()
+        spec = self.reference_spec(signal)
         info = self.store.reservoir_info(signal, "reference")
         if model and info is not None and info.model and info.model != model:
             log.warning("embedding model of %s changed from %s to %s: starting a new reference", signal, info.model, model)
-            self.store.reset_reference(signal, model, source=f"embedding model changed from {info.model}")
+            custom = self.store.reference_spec(signal)
+            self.store.reset_reference(signal, model, source=json.dumps(custom) if custom else None, now=now)
             self.on_reset(signal, model)
             info = None
         try:
-            self.store.reservoir_add(signal, "current", [it for _, it in items], capacity=current_size, max_age_s=max_age)
-            room = reference_size - (info.size if info else 0)
-            if room > 0:
-                wanted = [it for rel, it in items if None in release_filter or rel in release_filter][:room]
-                if wanted:
-                    self.store.reservoir_add(signal, "reference", wanted, capacity=reference_size)
+            # current: twice the window, so a full next window fits while the last one is tested
+            self.store.reservoir_add(signal, "current", [it for _, it in items], capacity=2 * current_size,
+                                     max_age_s=max_age, now=now)
+            # a new reference version starts with its first item (the meta row is created by that add)
+            started_at = info.created_at if info is not None else min(it.added_at for _, it in items)
+            if spec["mode"] == "count":
+                room = int(spec["size"]) - (info.size if info else 0)
+                wanted = [it for rel, it in items if captures(spec, started_at, it.added_at, rel)][:max(room, 0)]
+            else:
+                wanted = [it for rel, it in items if captures(spec, started_at, it.added_at, rel)]
+            if wanted:
+                # a new version's period starts at its first item's time (the add creates its row)
+                self.store.reservoir_add(signal, "reference", wanted, capacity=reference_size,
+                                         now=now if info is not None else started_at)
         except ReservoirMismatch as exc:
             log.warning("drift reservoir %s refused items: %s", signal, exc)
+
+
+def query_unit(vectors) -> list[float]:
+    """One vector per query: the normalised mean of its documents' vectors."""
+    import numpy as np
+
+    mean = np.asarray(vectors, dtype=np.float64).mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    return [float(x) for x in (mean / norm if norm > 0 else mean)]
 
 
 def _categorical(o: _Observation, signal: str) -> str | None:

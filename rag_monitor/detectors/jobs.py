@@ -1,5 +1,11 @@
 """Scheduled drift runs: once per profile and schedule slot, across every replica.
 
+Each run tests the next non-overlapping window of new items (at least ``min_current``, at most
+the newest ``current_size``) against reference items drawn at the window's hours, updates the
+profile's sequential evidence (``detectors/sequential.py``) and names what changed
+(``detectors/explain.py``). The result records the reference, the seed, the window's span, the
+p-value, the evidence and the page decision.
+
 A run belongs to the slot ``floor(now / interval) * interval``. ``Store.claim_run`` lets exactly
 one replica take a slot (a unique row in the store). Replicas try the current slot several times
 per interval; a run that dies midway leaves a lease that lapses within half a slot, and the next
@@ -10,7 +16,7 @@ Usage::
 
     scheduler = DriftScheduler(store, profiles, holder="agent-1")
     scheduler.start(); ...; scheduler.shutdown()
-    run_profile(store, profile, holder="cli")       # one run now, e.g. from tests
+    run_profile(store, profile, holder="cli")       # one run now, e.g. from tests or a scheduler
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS, DriftProfile
 
 log = logging.getLogger(__name__)
 
-SHIFTED_EXAMPLES = 10
+EXPLAINED_CLUSTERS = 3
+"""Over- and under-represented clusters kept per run (with their example queries)."""
 
 
 def slot_of(profile: DriftProfile, now: float) -> float:
@@ -45,17 +52,102 @@ def fire_interval_s(profile: DriftProfile) -> float:
     return max(1.0, profile.interval_s / 4)
 
 
-def most_shifted(reference, current, trace_ids: list[str], n: int = SHIFTED_EXAMPLES) -> list[dict]:
-    """The current items farthest from the reference (cosine distance to the nearest reference vector)."""
+def _previous(store, profile: DriftProfile, version: int) -> dict | None:
+    """The latest tested window of this profile on this reference version (for its end and evidence)."""
+    for run in store.drift_runs(profile.name, limit=5, tested=True):
+        result = run.result or {}
+        if result.get("status") in ("done", "degenerate") and result.get("reference", {}).get("version") == version:
+            return result
+    return None
+
+
+def _skip(store, profile: DriftProfile, slot: float, holder: str, now: float, reason: str, **extra) -> dict:
+    result = {"status": "skipped", "reason": reason, "signal": profile.signal, "detector": profile.detector, **extra}
+    store.finish_run(profile.name, slot, holder, status="ok", result=result, now=now)
+    return result
+
+
+def _example_queries(store, trace_ids: list[str]) -> list[dict]:
+    """Redacted example queries (as the agent stored them) for trace ids; hidden queries stay hidden."""
+    out = []
+    for trace_id in trace_ids:
+        record = store.get_recent(trace_id)
+        hidden = record is None or "query" in (record.hidden or []) or not record.query
+        out.append({"trace_id": trace_id, "query": None if hidden else record.query[:200]})
+    return out
+
+
+def test_window(store, profile: DriftProfile, now: float) -> dict:
+    """Test the next full, non-overlapping window against the hour-matched reference.
+
+    Returns the result to store (``status`` ``done``, ``degenerate`` or ``skipped``).
+    """
     import numpy as np
 
-    ref = reference / np.maximum(np.linalg.norm(reference, axis=1, keepdims=True), 1e-12)
-    cur = current / np.maximum(np.linalg.norm(current, axis=1, keepdims=True), 1e-12)
-    nearest = np.empty(len(cur), dtype=np.float64)
-    for start in range(0, len(cur), 1024):  # chunked: never a full n x m matrix
-        nearest[start:start + 1024] = (cur[start:start + 1024] @ ref.T).max(axis=1)
-    order = np.argsort(nearest)[:n]
-    return [{"trace_id": trace_ids[i], "distance": float(1 - nearest[i])} for i in order]
+    from rag_monitor.detectors.base import DegenerateWindowError, fresh_seed
+    from rag_monitor.detectors.explain import category_shifts, cluster_shifts
+    from rag_monitor.detectors.references import capture_period, describe, is_complete, matched_reference
+
+    base = {"signal": profile.signal, "detector": profile.detector}
+    spec = store.reference_spec(profile.signal) or profile.default_reference()
+    info = store.reservoir_info(profile.signal, "reference")
+    reference = store.reservoir_window(profile.signal, "reference")
+    started_at = info.created_at if info is not None else None
+    if not is_complete(spec, started_at, len(reference.trace_ids), now):
+        return {"status": "skipped", **base, "n_reference": len(reference.trace_ids),
+                "reason": f"reference still being captured: {describe(spec, started_at)}"}
+    previous = _previous(store, profile, reference.version)
+    # Windows never overlap each other nor the reference: the first starts after the capture.
+    # (the period is half-open: an item at its very end belongs to the windows, hence the epsilon)
+    captured_until = float(reference.times.max()) if spec["mode"] == "count" else capture_period(spec, started_at)[1] - 1e-6
+    after = max(previous["window_end"], captured_until) if previous else captured_until
+    window = store.reservoir_window(profile.signal, "current", after=after)
+    if len(window.trace_ids) < profile.min_current:
+        return {"status": "skipped", **base, "reason": f"waiting for a full window: {len(window.trace_ids)}/{profile.min_current} new items"}
+    keep = slice(-profile.current_size, None)
+    current, current_ids, current_times = window.values[keep], window.trace_ids[keep], window.times[keep]
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    chosen, match_hours = matched_reference(reference.times, current_times, season=profile.season,
+                                            ratio=profile.reference_ratio, rng=rng)
+    if profile.signal in EMBEDDING_SIGNALS:
+        matched = reference.values[chosen]
+    else:
+        matched = [reference.values[i] for i in chosen]
+    matched_ids = [reference.trace_ids[i] for i in chosen]
+    rule = profile.sequential_rule()
+    log_evidence = float(previous["log_evidence"]) if previous else 0.0
+    result = {
+        **base,
+        "reference": {**spec, "version": reference.version, "started_at": started_at,
+                      "description": describe(spec, started_at), "size": len(reference.trace_ids)},
+        "window_start": float(current_times[0]), "window_end": float(window.times[-1]),
+        "season": profile.season, "match_hours": match_hours, "seed": seed,
+        "page_threshold": rule.threshold,
+    }
+    detector = profile.build_detector()
+    if hasattr(detector, "seed") and "seed" not in profile.options:
+        detector.seed = seed
+    try:
+        verdict = detector.fit(matched).predict(current)
+    except DegenerateWindowError as exc:
+        # No p-value means anything: the evidence stays where it was, the verdict says why.
+        return {**result, "status": "degenerate", "reason": str(exc), "n_reference": len(matched_ids),
+                "n_current": len(current_ids), "log_evidence": log_evidence,
+                "decision": bool(previous and previous.get("decision"))}
+    log_evidence = rule.update(log_evidence, verdict.p_value)
+    result.update({f.name: getattr(verdict, f.name) for f in dataclasses.fields(verdict) if f.name != "metadata"})
+    result["metadata"] = {k: v for k, v in verdict.metadata.items() if isinstance(v, (int, float, str, bool)) or v is None}
+    result.update(status="done", log_evidence=log_evidence, decision=rule.pages(log_evidence))
+    if profile.signal in EMBEDDING_SIGNALS:
+        shifts = cluster_shifts(matched, current, matched_ids, current_ids, seed=seed)
+        for group in shifts.values():
+            for cluster in group[:EXPLAINED_CLUSTERS]:
+                cluster["examples"] = _example_queries(store, cluster["examples"])
+    else:
+        shifts = category_shifts(matched, current)
+    result["changes"] = {side: group[:EXPLAINED_CLUSTERS] for side, group in shifts.items()}
+    return result
 
 
 def run_profile(store, profile: DriftProfile, holder: str, now: float | None = None) -> dict | None:
@@ -66,27 +158,7 @@ def run_profile(store, profile: DriftProfile, holder: str, now: float | None = N
                            lease_s=run_lease_s(profile), now=now):
         return None
     try:
-        reference, _ = store.reservoir_get(profile.signal, "reference")
-        since = now - profile.current_max_age_s if profile.current_max_age_s else None
-        current, trace_ids = store.reservoir_get(profile.signal, "current", since=since)
-        n_ref, n_cur = len(reference), len(current)
-        if n_ref < profile.reference_size or n_cur < profile.min_current:
-            result = {"status": "skipped", "reason": f"windows too small: reference {n_ref}/{profile.reference_size}, current {n_cur}/{profile.min_current}",
-                      "n_reference": n_ref, "n_current": n_cur, "signal": profile.signal, "detector": profile.detector}
-            store.finish_run(profile.name, slot, holder, status="ok", result=result, now=now)
-            return result
-        if profile.signal in EMBEDDING_SIGNALS:
-            current = current[-profile.current_size:]
-            trace_ids = trace_ids[-profile.current_size:]
-        else:
-            current = current[-profile.current_size:]
-        detector = profile.build_detector().fit(reference)
-        verdict = detector.predict(current)
-        result = {f.name: getattr(verdict, f.name) for f in dataclasses.fields(verdict) if f.name != "metadata"}
-        result["metadata"] = {k: v for k, v in verdict.metadata.items() if isinstance(v, (int, float, str, bool)) or v is None}
-        result["status"] = "done"
-        if profile.signal in EMBEDDING_SIGNALS:
-            result["most_shifted"] = most_shifted(reference, current, trace_ids)
+        result = test_window(store, profile, now)
         store.finish_run(profile.name, slot, holder, status="ok", result=result, now=now)
         return result
     except Exception as exc:

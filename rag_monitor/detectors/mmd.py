@@ -1,41 +1,57 @@
-"""Maximum mean discrepancy (MMD) drift test on embedding vectors, with a permutation test.
+"""Maximum mean discrepancy (MMD) drift test on embedding vectors, aggregated over bandwidths.
 
-The test follows alibi-detect's ``MMDDrift`` so that, on the same data, both report the same
-statistic and p-values that agree up to the Monte-Carlo noise of their permutations:
+- Gaussian kernels ``k(x, y) = exp(-|x - y|² / (2 sigma²))``. The *median heuristic* width
+  ``sigma_med`` (``sigma² = median(|x_i - x_j|²) / 2`` over distinct reference pairs, the lower
+  median, as alibi-detect computes it) is set once at ``fit``; the test uses the widths
+  ``sigma_med x m`` for every multiplier ``m`` in ``bandwidths``.
+- Statistic per width: the unbiased MMD² (kernel diagonal zeroed, ``1/(n(n-1))``).
+- Aggregation (MMDAgg-style, Schrab et al. 2023, with a max of standardised statistics as in
+  MMD-FUSE's spirit): every width's statistics over the observed split and the ``P`` permuted
+  splits are standardised by their mean and standard deviation over those ``P + 1`` rows, and
+  the test statistic of a split is the largest standardised value over the widths. One width
+  (``bandwidths=(1.0,)``) is the classic single-bandwidth median-heuristic test.
+- p-value: ``(1 + #{permuted >= observed}) / (1 + P)``, valid (never 0) because the observed
+  split is one of the equally likely relabellings under no drift; the standardisation uses all
+  ``P + 1`` rows symmetrically, so it does not break that.
 
-- Gaussian kernel ``k(x, y) = exp(-|x - y|² / (2 sigma²))``; by default ``sigma`` is the
-  median heuristic computed once, on the reference window, at ``fit``
-  (``sigma² = median(|x_i - x_j|²) / 2`` over distinct reference pairs, the lower median:
-  alibi-detect's default ``configure_kernel_from_x_ref=True`` with ``sigma_median``).
-- Statistic: the unbiased MMD² (kernel diagonal zeroed, ``1/(n(n-1))`` normalisation).
-- p-value: the share of permuted statistics ``>=`` the observed one; drift when
-  ``p < alpha``.
-
-What differs is the cost. Rather than permuting and re-summing an ``N x N`` kernel matrix
-once per permutation, every permutation (and the observed split) becomes one row of a
-``(P, N)`` weight matrix ``W`` and all statistics come from one more matrix product,
-``diag(W K Wᵀ) = ((W K) * W).sum(1)``. ``W K`` is accumulated strip by strip while the kernel
-is computed, so the full kernel matrix is never stored (``chunk_size`` rows at a time, and
-only the upper triangle of the symmetric kernel is evaluated).
+Cost: the pairwise distances are computed once, strip by strip; each width turns a strip into
+kernel values and every split's statistic comes from one matrix product with a ``(P + 1, N)``
+weight matrix (``diag(W K Wᵀ)``), so the kernel matrix is never stored whole and permutations
+are never re-summed one by one.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any, Iterator
 
-from rag_monitor.detectors.base import DriftScore, EmbeddingDriftDetector
+from rag_monitor.detectors.base import DegenerateWindowError, DriftScore, EmbeddingDriftDetector, fresh_seed
 
-__all__ = ["MMDDrift", "median_heuristic_sigma", "permutation_labels", "mmd2_permutation_statistics"]
+__all__ = [
+    "DEFAULT_BANDWIDTHS",
+    "MMDDrift",
+    "aggregate_p_value",
+    "median_heuristic_sigma",
+    "mmd2_permutation_statistics",
+    "permutation_labels",
+]
+
+DEFAULT_BANDWIDTHS = (0.5, 0.7, 1.0, 1.4)
+"""Multipliers of the median-heuristic width; chosen by ``benchmarks/drift_power.py`` (a new
+topic is a tight cluster, seen best by widths below the median)."""
+
+DEGENERATE_RELATIVE_DISTANCE = 1e-5
+"""A median squared distance below this share of the mean squared norm is float32 rounding
+noise of identical vectors (|x|² + |y|² - 2x·y cancels to ~1e-7 |x|², not to 0)."""
 
 
 def median_heuristic_sigma(reference: Any, *, max_points: int | None = 2000, seed: int = 0) -> float:
-    """Kernel bandwidth from the median pairwise squared distance of the reference window.
+    """Kernel width from the median pairwise squared distance of the reference window.
 
-    ``sigma = sqrt(median(|x_i - x_j|²) / 2)`` over distinct pairs ``i < j`` (lower median),
-    as alibi-detect computes it. Above ``max_points`` vectors a seeded random subset is used:
-    the median of 2,000 points' two million pairs is already stable, and all pairs of 10,000
-    would need 400 MB.
+    ``sigma = sqrt(median(|x_i - x_j|²) / 2)`` over distinct pairs ``i < j`` (lower median).
+    Above ``max_points`` vectors a seeded random subset is used. Raises
+    ``DegenerateWindowError`` when more than half the pairs are (near-)identical.
     """
     import numpy as np
 
@@ -49,21 +65,22 @@ def median_heuristic_sigma(reference: Any, *, max_points: int | None = 2000, see
     if pairs.size == 0:
         raise ValueError("the median heuristic needs at least two reference vectors")
     np.maximum(pairs, 0.0, out=pairs)
-    lower_median = np.partition(pairs, (pairs.size - 1) // 2)[(pairs.size - 1) // 2]
-    if lower_median <= 0.0:
-        raise ValueError(
-            "more than half of the reference vectors are identical: the median distance is 0, "
-            "so no kernel bandwidth can be inferred (pass bandwidth= explicitly)"
+    lower_median = float(np.partition(pairs, (pairs.size - 1) // 2)[(pairs.size - 1) // 2])
+    scale = float(np.mean(squared_norms)) if squared_norms.size else 0.0
+    if lower_median <= DEGENERATE_RELATIVE_DISTANCE * max(scale, 1e-30):
+        raise DegenerateWindowError(
+            "more than half of the reference vectors are identical or nearly so (median squared distance "
+            f"{lower_median:.3g} against a mean squared norm of {scale:.3g}): no kernel width can be inferred; "
+            "capture a reference of real traffic (rag-monitor drift reference reset) or pass bandwidth= explicitly"
         )
-    return float(np.sqrt(0.5 * float(lower_median)))
+    return float(np.sqrt(0.5 * lower_median))
 
 
 def permutation_labels(n_reference: int, n_current: int, n_permutations: int, seed: int | None) -> Any:
     """The observed split followed by ``n_permutations`` random relabellings, as booleans.
 
     Row 0 marks the current window as it was observed (the last ``n_current`` positions of
-    the pooled sample); each further row is a uniformly random permutation of it. The same
-    seed gives the same rows.
+    the pooled sample); each further row is a uniformly random permutation of it.
     """
     import numpy as np
 
@@ -74,43 +91,34 @@ def permutation_labels(n_reference: int, n_current: int, n_permutations: int, se
     return np.vstack([observed[None, :], permuted])
 
 
-def _kernel_strips(pooled: Any, gamma: float, chunk_size: int) -> Iterator[tuple[int, int, Any]]:
-    """Yield ``(start, stop, strip)``: rows ``start:stop`` of the kernel, columns ``start:``.
-
-    Only the upper triangle (and the diagonal block) of the symmetric kernel is computed;
-    the diagonal is zeroed as the unbiased statistic requires.
-    """
+def _distance_strips(pooled: Any, chunk_size: int) -> Iterator[tuple[int, int, Any]]:
+    """Yield ``(start, stop, strip)``: squared distances of rows ``start:stop`` to columns ``start:``."""
     import numpy as np
 
-    n_total = pooled.shape[0]
     squared_norms = np.einsum("ij,ij->i", pooled, pooled)
-    for start in range(0, n_total, chunk_size):
-        stop = min(start + chunk_size, n_total)
+    for start in range(0, pooled.shape[0], chunk_size):
+        stop = min(start + chunk_size, pooled.shape[0])
         strip = pooled[start:stop] @ pooled[start:].T
-        # |x - y|² = |x|² + |y|² - 2 x·y, then exp(-gamma d²), all in place
         strip *= -2.0
         strip += squared_norms[start:stop, None]
         strip += squared_norms[None, start:]
         np.maximum(strip, 0.0, out=strip)
-        strip *= -gamma
-        np.exp(strip, out=strip)
-        np.fill_diagonal(strip[:, : stop - start], 0.0)
         yield start, stop, strip
 
 
-def mmd2_permutation_statistics(
-    pooled: Any, labels: Any, sigma: float, *, chunk_size: int | None = 512
-) -> Any:
+def mmd2_permutation_statistics(pooled: Any, labels: Any, sigma: float | Sequence[float], *,
+                                chunk_size: int | None = 512) -> Any:
     """Unbiased MMD² of every split in ``labels`` (rows of booleans, True = current window).
 
-    All splits come from the same kernel, evaluated once, strip by strip: with the weights
-    ``w = 1/n`` on reference positions and ``-1/m`` on current ones, ``wᵀ K₀ w`` (``K₀`` the
-    kernel with its diagonal zeroed) is the biased-normalised statistic, and the unbiased one
-    adds two within-window terms recovered from ``wᵀ K₀ w``, ``w·(K₀ 1)`` and ``1ᵀ K₀ 1``,
-    since the window indicators are affine in ``w``. Returns float64 statistics, one per row.
+    ``sigma`` one width: returns ``(n_splits,)``; a sequence of widths: ``(n_widths, n_splits)``.
+    With weights ``w = 1/n`` on reference positions and ``-1/m`` on current ones, ``wᵀ K₀ w``
+    (``K₀`` the kernel, diagonal zeroed) gives the statistic together with ``w·(K₀ 1)`` and
+    ``1ᵀ K₀ 1``, since the window indicators are affine in ``w``. Float64 results.
     """
     import numpy as np
 
+    single = np.ndim(sigma) == 0
+    sigmas = [float(sigma)] if single else [float(s) for s in sigma]
     labels = np.asarray(labels, dtype=bool)
     n_total = pooled.shape[0]
     n_current = int(labels[0].sum())
@@ -120,30 +128,53 @@ def mmd2_permutation_statistics(
     if n_reference < 2 or n_current < 2:
         raise ValueError("the unbiased MMD² needs at least two vectors in each window")
     weights = np.where(labels, -1.0 / n_current, 1.0 / n_reference).astype(pooled.dtype)
-    gamma = 1.0 / (2.0 * sigma * sigma)
     chunk = n_total if chunk_size is None else max(1, int(chunk_size))
+    gammas = [1.0 / (2.0 * s * s) for s in sigmas]
 
-    weighted_kernel = np.zeros(weights.shape, dtype=pooled.dtype)  # W K₀, filled strip by strip
-    row_sums = np.zeros(n_total, dtype=np.float64)  # K₀ 1
-    for start, stop, strip in _kernel_strips(pooled, gamma, chunk):
-        # strip holds K₀[start:stop, start:]; its transpose stands for the lower triangle.
-        weighted_kernel[:, start:] += weights[:, start:stop] @ strip
-        row_sums[start:] += strip.sum(axis=0, dtype=np.float64)
-        if stop < n_total:
-            off_diagonal = strip[:, stop - start :]
-            weighted_kernel[:, start:stop] += weights[:, stop:] @ off_diagonal.T
-            row_sums[start:stop] += off_diagonal.sum(axis=1, dtype=np.float64)
+    weighted = np.zeros((len(sigmas),) + weights.shape, dtype=pooled.dtype)  # W K₀ per width
+    row_sums = np.zeros((len(sigmas), n_total), dtype=np.float64)  # K₀ 1 per width
+    for start, stop, distances in _distance_strips(pooled, chunk):
+        for b, gamma in enumerate(gammas):
+            strip = np.multiply(distances, -gamma)
+            np.exp(strip, out=strip)
+            np.fill_diagonal(strip[:, : stop - start], 0.0)
+            # strip holds K₀[start:stop, start:]; its transpose stands for the lower triangle.
+            weighted[b][:, start:] += weights[:, start:stop] @ strip
+            row_sums[b, start:] += strip.sum(axis=0, dtype=np.float64)
+            if stop < n_total:
+                off_diagonal = strip[:, stop - start :]
+                weighted[b][:, start:stop] += weights[:, stop:] @ off_diagonal.T
+                row_sums[b, start:stop] += off_diagonal.sum(axis=1, dtype=np.float64)
 
     weights64 = weights.astype(np.float64)
-    quadratic = np.einsum("pj,pj->p", weighted_kernel.astype(np.float64), weights64)  # wᵀ K₀ w
-    linear = weights64 @ row_sums  # w · K₀ 1
-    total = row_sums.sum()  # 1ᵀ K₀ 1
     n, m = float(n_reference), float(n_current)
     scale = 1.0 / n + 1.0 / m
-    # reference indicator a = (w + 1/m) / scale and current indicator b = (1/n - w) / scale
-    within_reference = (quadratic + 2.0 * linear / m + total / (m * m)) / (scale * scale)
-    within_current = (quadratic - 2.0 * linear / n + total / (n * n)) / (scale * scale)
-    return quadratic + within_reference / (n * n * (n - 1.0)) + within_current / (m * m * (m - 1.0))
+    out = np.empty((len(sigmas), labels.shape[0]), dtype=np.float64)
+    for b in range(len(sigmas)):
+        quadratic = np.einsum("pj,pj->p", weighted[b].astype(np.float64), weights64)  # wᵀ K₀ w
+        linear = weights64 @ row_sums[b]
+        total = row_sums[b].sum()
+        within_reference = (quadratic + 2.0 * linear / m + total / (m * m)) / (scale * scale)
+        within_current = (quadratic - 2.0 * linear / n + total / (n * n)) / (scale * scale)
+        out[b] = quadratic + within_reference / (n * n * (n - 1.0)) + within_current / (m * m * (m - 1.0))
+    return out[0] if single else out
+
+
+def aggregate_p_value(statistics: Any) -> tuple[float, Any, int]:
+    """``(p_value, aggregated, best_width)`` from ``(n_widths, 1 + P)`` statistics (row 0 observed).
+
+    Each width's row is standardised over all ``1 + P`` splits; a split's aggregated statistic
+    is its largest standardised value; ``p = (1 + #{permuted >= observed}) / (1 + P)``.
+    """
+    import numpy as np
+
+    statistics = np.atleast_2d(np.asarray(statistics, dtype=np.float64))
+    spread = statistics.std(axis=1, keepdims=True)
+    standardised = (statistics - statistics.mean(axis=1, keepdims=True)) / np.where(spread > 0, spread, 1.0)
+    aggregated = standardised.max(axis=0)
+    observed, permuted = aggregated[0], aggregated[1:]
+    p_value = (1.0 + float(np.sum(permuted >= observed))) / (1.0 + permuted.size)
+    return p_value, aggregated, int(np.argmax(standardised[:, 0]))
 
 
 @contextlib.contextmanager
@@ -160,10 +191,6 @@ def _blas_threads(threads: int | None) -> Iterator[None]:
 class MMDDrift(EmbeddingDriftDetector):
     """Kernel two-sample test: has the distribution of embedding vectors moved?
 
-    MMD compares every vector with every other through a Gaussian kernel, so it notices a
-    change in *where* queries land in embedding space (new topics, a different user base,
-    another language) without labels. A permutation test turns the distance into a p-value.
-
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> detector = MMDDrift(signal="query_embedding", seed=0).fit(rng.normal(size=(300, 8)))
@@ -175,30 +202,28 @@ class MMDDrift(EmbeddingDriftDetector):
     Parameters
     ----------
     alpha
-        Significance level: the false-alarm rate accepted on windows that did not drift.
+        Significance level of one window's test (the sequential page decision is separate,
+        see ``rag_monitor.detectors.sequential``).
     signal
-        Name of the watched signal (``query_embedding``, ``document_embedding``), copied
-        into results.
+        Name of the watched signal, copied into results.
     n_permutations
-        Random relabellings of the pooled windows used to estimate the p-value. 100 resolves
-        p-values to about ±0.02 near 0.05; more is steadier and costs one row each.
+        Random relabellings ``P``; the smallest possible p-value is ``1 / (1 + P)``.
     bandwidth
-        Kernel width ``sigma`` in embedding-distance units. ``None`` (default) sets it from
-        the reference at ``fit`` with the median heuristic, as alibi-detect does.
+        An explicit kernel width ``sigma`` (one width, no median heuristic).
+    bandwidths
+        Multipliers of the median-heuristic width, aggregated (default ``DEFAULT_BANDWIDTHS``);
+        ``(1.0,)`` is the single-bandwidth test.
     median_max_points
         The median heuristic looks at pairs among at most this many reference vectors.
     chunk_size
-        Kernel rows evaluated at once. Peak memory is about ``chunk_size x (n_ref + n_cur)``
-        floats instead of the full square; ``None`` evaluates it in one piece.
+        Kernel rows evaluated at once (peak memory about ``chunk_size x N`` floats per width).
     dtype
-        ``"float32"`` (default, BLAS single precision, as alibi-detect on float32 input) or
-        ``"float64"``.
+        ``"float32"`` (default) or ``"float64"``.
     seed
-        Seed of the permutations: the same seed, reference and window give the same p-value.
-        ``None`` draws fresh permutations on every call.
+        Seed of the permutations. ``None`` (default) draws a fresh seed on every call and
+        reports it in the result's metadata, so a run can be replayed.
     threads
-        BLAS threads used while scoring (default 1, so a drift job never starves the agent);
-        ``None`` leaves the BLAS library's own setting.
+        BLAS threads while scoring (default 1, so a drift job never starves the agent).
     min_window_size
         Fewest vectors accepted in a window.
     """
@@ -210,12 +235,13 @@ class MMDDrift(EmbeddingDriftDetector):
         *,
         alpha: float = 0.05,
         signal: str = "",
-        n_permutations: int = 100,
+        n_permutations: int = 300,
         bandwidth: float | None = None,
+        bandwidths: Sequence[float] = DEFAULT_BANDWIDTHS,
         median_max_points: int | None = 2000,
         chunk_size: int | None = 512,
         dtype: str = "float32",
-        seed: int | None = 0,
+        seed: int | None = None,
         threads: int | None = 1,
         min_window_size: int = 10,
     ) -> None:
@@ -224,6 +250,9 @@ class MMDDrift(EmbeddingDriftDetector):
             raise ValueError(f"n_permutations must be a positive integer, got {n_permutations!r}")
         if bandwidth is not None and not (float(bandwidth) > 0.0):
             raise ValueError(f"bandwidth must be a positive distance, got {bandwidth!r}")
+        bandwidths = tuple(float(b) for b in bandwidths)
+        if not bandwidths or not all(b > 0.0 for b in bandwidths):
+            raise ValueError(f"bandwidths must be positive multipliers of the median width, got {bandwidths!r}")
         if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
             raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
         if dtype not in ("float32", "float64"):
@@ -232,16 +261,26 @@ class MMDDrift(EmbeddingDriftDetector):
             raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
         self.n_permutations = n_permutations
         self.bandwidth = None if bandwidth is None else float(bandwidth)
+        self.bandwidths = bandwidths
         self.median_max_points = median_max_points
         self.chunk_size = chunk_size
         self._dtype = dtype
         self.seed = seed
         self.threads = threads
         self.sigma_: float | None = None
-        """The kernel width in use, set by ``fit``."""
+        """The median-heuristic (or explicit) kernel width, set by ``fit``."""
+
+    @property
+    def sigmas_(self) -> tuple[float, ...]:
+        """The kernel widths the test aggregates."""
+        if self.sigma_ is None:
+            return ()
+        if self.bandwidth is not None:
+            return (self.sigma_,)
+        return tuple(self.sigma_ * b for b in self.bandwidths)
 
     def fit(self, reference: Any) -> "MMDDrift":
-        """Set the reference window (``(n, dim)`` vectors) and, by default, the kernel width."""
+        """Set the reference window (``(n, dim)`` vectors) and, by default, the kernel widths."""
         super().fit(reference)
         self._configure_kernel()
         return self
@@ -256,31 +295,29 @@ class MMDDrift(EmbeddingDriftDetector):
             self.sigma_ = self.bandwidth
             return
         with _blas_threads(self.threads):
-            self.sigma_ = median_heuristic_sigma(
-                self._reference, max_points=self.median_max_points, seed=0 if self.seed is None else self.seed
-            )
+            self.sigma_ = median_heuristic_sigma(self._reference, max_points=self.median_max_points, seed=0)
 
     def _score(self, reference: Any, current: Any) -> DriftScore:
         import numpy as np
 
-        if self.sigma_ is None:  # fit sets both; only reachable if a subclass skips fit
+        if self.sigma_ is None:  # fit sets it; only reachable if a subclass skips fit
             self._configure_kernel()
+        seed = fresh_seed() if self.seed is None else self.seed
         pooled = np.concatenate([reference, current], axis=0)
-        labels = permutation_labels(reference.shape[0], current.shape[0], self.n_permutations, self.seed)
+        labels = permutation_labels(reference.shape[0], current.shape[0], self.n_permutations, seed)
+        sigmas = self.sigmas_
         with _blas_threads(self.threads):
-            statistics = mmd2_permutation_statistics(pooled, labels, self.sigma_, chunk_size=self.chunk_size)
-        observed, permuted = float(statistics[0]), statistics[1:]
-        p_value = float(np.mean(permuted >= observed))
-        # the MMD² a window would need to be flagged, as alibi-detect reports it
-        distance_threshold = float(np.sort(permuted)[::-1][int(self.alpha * permuted.size)])
+            statistics = mmd2_permutation_statistics(pooled, labels, sigmas, chunk_size=self.chunk_size)
+        p_value, _, best = aggregate_p_value(statistics)
         return DriftScore(
-            statistic=observed,
+            statistic=float(statistics[best, 0]),
             p_value=p_value,
             metadata={
                 "sigma": self.sigma_,
+                "sigmas": ",".join(f"{s:.4g}" for s in sigmas),
+                "best_sigma": sigmas[best],
                 "n_permutations": self.n_permutations,
-                "distance_threshold": distance_threshold,
-                "seed": self.seed,
+                "seed": seed,
                 "dtype": self._dtype,
             },
         )

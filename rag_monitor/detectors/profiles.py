@@ -1,9 +1,11 @@
 """Drift detector profiles: what is tested, how, against what, how often (``detectors/profiles.yaml``).
 
-Each profile names a signal, a detector, the window sizes, the significance level and a
-schedule. The reference window is captured from the first ``reference_size`` items the agent
-sees after the reference (re)starts (optionally only from one release) and then stays fixed;
-the current window keeps the newest ``current_size`` items no older than ``current_max_age_s``.
+Each profile names a signal, a detector, the window sizes, the significance level, a schedule
+and a false-page budget. The reference is a uniform reservoir of ``reference_size`` items over
+the first ``reference_days`` days after it (re)starts (see ``detectors/references.py``; the CLI
+can pin it to a release or a time range); each run tests the next non-overlapping window of
+``min_current`` to ``current_size`` new items against reference items drawn at the same hours
+(``season``), and the page decision is sequential (``detectors/sequential.py``).
 
 Usage::
 
@@ -42,7 +44,18 @@ class DriftProfile:
     """Fewer current items than this and the run is skipped (recorded as ``skipped``)."""
     interval_s: float = 300.0
     reference_release: str | None = None
-    """Capture the reference from this release only (None: the first items seen)."""
+    """Capture the reference from this release only (None: every release)."""
+    reference_days: float | None = 7.0
+    """Length of the reference period; None captures the first ``reference_size`` items instead
+    (for demos and tests only: minutes of one time of day are not a reference)."""
+    season: str = "day"
+    """Match reference items to the current window's hour of the ``day``, of the ``week``, or ``none``."""
+    reference_ratio: float = 2.0
+    """Reference items drawn per current item (at matching hours), as many as the reference holds."""
+    false_pages_per_30d: float = 1.0
+    """The false-page budget the sequential decision is set for."""
+    page_threshold: float | None = None
+    """The e-detector's page threshold; None derives it from the budget and ``interval_s``."""
     options: dict[str, Any] = field(default_factory=dict)
     """Extra detector arguments (e.g. ``n_permutations`` for MMD)."""
 
@@ -60,12 +73,42 @@ class DriftProfile:
                 raise ValueError(f"profile {self.name!r}: {name} must be at least 2")
         if self.interval_s <= 0:
             raise ValueError(f"profile {self.name!r}: interval_s must be positive")
+        if self.min_current > self.current_size:
+            raise ValueError(f"profile {self.name!r}: min_current must not exceed current_size")
+        if self.season not in ("day", "week", "none"):
+            raise ValueError(f"profile {self.name!r}: season must be day, week or none, got {self.season!r}")
+        if self.reference_days is not None and not self.reference_days > 0:
+            raise ValueError(f"profile {self.name!r}: reference_days must be positive or null")
+        if not self.reference_ratio > 0 or not self.false_pages_per_30d > 0:
+            raise ValueError(f"profile {self.name!r}: reference_ratio and false_pages_per_30d must be positive")
+        if self.page_threshold is not None and not self.page_threshold > 1:
+            raise ValueError(f"profile {self.name!r}: page_threshold must exceed 1")
+
+    def sequential_rule(self):
+        from rag_monitor.detectors.sequential import SequentialRule
+
+        p_floor = 1.0 / (1 + int(self.options.get("n_permutations", 300))) if self.detector == "mmd" else 1 / 301
+        if self.page_threshold is not None:
+            return SequentialRule(p_floor=p_floor, threshold=self.page_threshold)
+        return SequentialRule.from_budget(interval_s=self.interval_s, false_pages_per_30d=self.false_pages_per_30d,
+                                          p_floor=p_floor)
+
+    def default_reference(self) -> dict[str, Any]:
+        """The reference spec used until ``rag-monitor drift reference set`` replaces it."""
+        if self.reference_days is None:
+            spec: dict[str, Any] = {"mode": "count", "size": self.reference_size}
+            if self.reference_release:
+                spec["release"] = self.reference_release
+            return spec
+        from rag_monitor.detectors.references import default_spec
+
+        return default_spec(self.reference_days, self.reference_release)
 
     def build_detector(self):
         from rag_monitor.detectors import ChiSquareDrift, ClassifierDrift, MMDDrift
 
         cls = {"mmd": MMDDrift, "classifier": ClassifierDrift, "chi_square": ChiSquareDrift}[self.detector]
-        return cls(alpha=self.alpha, signal=self.signal, min_window_size=min(self.min_current, self.reference_size), **self.options)
+        return cls(alpha=self.alpha, signal=self.signal, min_window_size=min(10, self.min_current), **self.options)
 
 
 def load_profiles(path: str | Path) -> list[DriftProfile]:

@@ -10,18 +10,18 @@ population estimate; oversampled complaints then count for what they represent.
 
 Usage::
 
-    data = load_begin("tests/data/begin/begin_dev_wow_subset.tsv")
+    data = load_begin("tests/data/begin/begin_dev_wow_200.tsv")
     scores = LexicalScorer().score(data.premises, data.hypotheses)
-    report = calibrate(scores, data.supported, scorer="lexical-v1")
-    write_html(report, "calibration.html")
+    report = calibrate(scores, data.supported, threshold=LexicalScorer().threshold, scorer="lexical-v1")
+    write_html(report, "calibration.html")     # rendered from templates/calibration.html
 """
 
 from __future__ import annotations
 
 import base64
 import csv
-import html
 import io
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -242,6 +242,41 @@ def load_begin(path: str | Path) -> BeginData:
     return BeginData(premises, hypotheses, supported, models, generic)
 
 
+# --- HaluEval ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HaluEvalData:
+    """HaluEval QA: each question gives a supported and an unsupported pair (labels by construction)."""
+
+    premises: list[str]
+    hypotheses: list[str]
+    supported: list[bool]
+    questions: list[int]
+    """The question's index: both of its answers share it (keep them in one fold)."""
+
+
+def load_halueval(path: str | Path) -> HaluEvalData:
+    """Read HaluEval's ``qa`` JSON lines (``knowledge, question, right_answer, hallucinated_answer``)."""
+    data = HaluEvalData([], [], [], [])
+    with open(path, encoding="utf-8") as f:
+        for index, line in enumerate(f):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                pairs = [(row["right_answer"], True), (row["hallucinated_answer"], False)]
+                knowledge = row["knowledge"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{index + 1}: not a HaluEval QA row: {exc}") from exc
+            for answer, supported in pairs:
+                data.premises.append(knowledge)
+                data.hypotheses.append(answer)
+                data.supported.append(supported)
+                data.questions.append(index)
+    return data
+
+
 # --- HTML report ------------------------------------------------------------------------
 
 
@@ -277,12 +312,17 @@ def _fmt(value: float) -> str:
     return "n/a" if isinstance(value, float) and math.isnan(value) else f"{value:.3f}"
 
 
-def write_html(report: CalibrationReport, path: str | Path) -> Path:
-    """A self-contained HTML report (the plot is an embedded PNG; no external assets)."""
+def write_html(report: CalibrationReport, path: str | Path, *, shipped: dict | None = None) -> Path:
+    """A self-contained HTML report (the plot is an embedded PNG; no external assets).
+
+    ``shipped``: the scorer version's entry in ``faithfulness/thresholds.json``, shown beside.
+    """
+    from rag_monitor.templating import render
+
     png = base64.b64encode(reliability_png(report)).decode("ascii")
     low, high = report.recommended_interval
     rows = [
-        ("scorer", html.escape(report.scorer or "unnamed")),
+        ("scorer", report.scorer or "unnamed"),
         ("pairs scored", f"{report.n} ({report.n_supported} supported, {report.n_unsupported} unsupported)"),
         ("pairs excluded (no score)", str(report.n_excluded)),
         ("threshold evaluated", _fmt(report.threshold)),
@@ -295,24 +335,7 @@ def write_html(report: CalibrationReport, path: str | Path) -> Path:
          f"(95% bootstrap interval {_fmt(low)} to {_fmt(high)}, {report.n_bootstrap} resamples)"),
         ("balanced accuracy at the recommended threshold", _fmt(report.recommended_balanced_accuracy)),
     ]
-    table = "\n".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    bins = "\n".join(
-        f"<tr><td>{b.low:.1f}–{b.high:.1f}</td><td>{b.count}</td><td>{b.mean_score:.3f}</td><td>{b.supported_rate:.3f}</td></tr>"
-        for b in report.reliability
-    )
-    document = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Faithfulness calibration: {html.escape(report.scorer)}</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}table{{border-collapse:collapse}}
-th,td{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}</style></head>
-<body><h1>Faithfulness calibration</h1>
-<p>Scores read as the probability that the answer is supported; an answer is flagged unsupported
-below the threshold. Precision and recall are those of the unsupported flag.</p>
-<table>{table}</table>
-<h2>Reliability</h2>
-<img alt="reliability diagram" src="data:image/png;base64,{png}">
-<table><tr><th>score bin</th><th>pairs</th><th>mean score</th><th>supported share</th></tr>{bins}</table>
-</body></html>
-"""
+    document = render("rag_monitor.review", "calibration.html", report=report, rows=rows, png=png, shipped=shipped)
     target = Path(path)
     target.write_text(document, encoding="utf-8")
     return target

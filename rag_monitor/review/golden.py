@@ -85,6 +85,9 @@ def golden_rows(
             "agreement": item_agreement(reviews, needed),
             "reviews": [{"reviewer": r.reviewer, "labels": r.labels, "reviewed_at": r.created_at} for r in reviews],
             "scores": {name: s.score for name, s in scores.items()},
+            # The threshold each verdict was taken at, and which answer sentences were unsupported.
+            "score_thresholds": {name: s.threshold for name, s in scores.items()},
+            "score_claims": {name: json.loads(s.claims) for name, s in scores.items() if s.claims},
             "versions": {
                 "export": EXPORT_VERSION,
                 "corpus": corpus_version,

@@ -11,7 +11,7 @@ from .engine import default_sqlite_url
 from .errors import ClaimError, NotFound, ReservoirMismatch, StoreError, StoreUnavailable
 from .ingest import IngestBatch, IngestOutcome, QueueWrite
 from .models import (
-    DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, ReviewSession, Score,
+    DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, ReviewSession, Score,
 )
 from .store import Store, open_store
 
@@ -26,6 +26,7 @@ __all__ = [
     "Release",
     "ReservoirInfo",
     "ReservoirItem",
+    "ReservoirWindow",
     "ReservoirMismatch",
     "Review",
     "ReviewItem",

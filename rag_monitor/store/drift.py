@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from .engine import Database
 from .errors import ReservoirMismatch
-from .models import DriftRun, ReservoirInfo, ReservoirItem, dump_json, now_s
+from .models import DriftRun, ReservoirInfo, ReservoirItem, ReservoirWindow, dump_json, now_s
 from .schema import WINDOWS, drift_runs, reservoir_items, reservoirs
 
 RUN_STATUSES = ("ok", "failed")
@@ -117,6 +117,14 @@ class Reservoirs:
     def get(self, signal: str, window: str, *, since: float | None = None) -> tuple[Any, list[str]]:
         """``(vectors, trace_ids)``: an ``(n, dim)`` float32 array for embedding signals, a list
         of values for categorical ones (an empty ``(0, 0)`` array before the first item)."""
+        found = self.window(signal, window, since=since)
+        return found.values, found.trace_ids
+
+    def window(self, signal: str, window: str, *, since: float | None = None,
+               after: float | None = None) -> ReservoirWindow:
+        """The window's items with their times (``added_at``: the query's own time when the feed
+        gave one), oldest first for ``current`` and in slot order for ``reference``; ``since``
+        keeps items at or after a time, ``after`` items strictly after it."""
         _check_window(window)
         t = reservoir_items
         with self._db.read() as conn:
@@ -124,20 +132,37 @@ class Reservoirs:
                 sa.select(reservoirs).where(reservoirs.c.signal == signal, reservoirs.c.window_name == window)
             ).first()
             if meta is None or meta.kind is None:
-                return np.empty((0, 0), dtype=np.float32), []
+                return ReservoirWindow(np.empty((0, 0), dtype=np.float32), [], np.empty(0), 0 if meta is None else meta.version)
             stmt = (
-                sa.select(t.c.trace_id, t.c.vector, t.c.value)
+                sa.select(t.c.trace_id, t.c.vector, t.c.value, t.c.added_at)
                 .where(t.c.signal == signal, t.c.window_name == window, t.c.version == meta.version)
                 .order_by(t.c.slot if window == "reference" else t.c.added_at, t.c.id)
             )
             if since is not None:
                 stmt = stmt.where(t.c.added_at >= since)
+            if after is not None:  # strictly later: the next non-overlapping window
+                stmt = stmt.where(t.c.added_at > after)
             rows = conn.execute(stmt).all()
         trace_ids = [r.trace_id for r in rows]
+        times = np.array([r.added_at for r in rows], dtype=np.float64)
         if meta.kind == "vector":
             data = b"".join(r.vector for r in rows)
-            return np.frombuffer(data, dtype=np.float32).reshape(len(rows), meta.dim).copy(), trace_ids
-        return [r.value for r in rows], trace_ids
+            values = np.frombuffer(data, dtype=np.float32).reshape(len(rows), meta.dim).copy()
+        else:
+            values = [r.value for r in rows]
+        return ReservoirWindow(values, trace_ids, times, meta.version)
+
+    def reference_spec(self, signal: str) -> dict[str, Any] | None:
+        """The reference definition set for ``signal`` (``rag-monitor drift reference set``), or
+        None for the profile's default. Kept as JSON in the reference window's ``source``."""
+        info = self.info(signal, "reference")
+        if info is None or not info.source:
+            return None
+        try:
+            spec = json.loads(info.source)
+        except ValueError:  # a plain note from older versions ("embedding model changed ...")
+            return None
+        return spec if isinstance(spec, dict) else None
 
     def info(self, signal: str, window: str) -> ReservoirInfo | None:
         _check_window(window)
@@ -156,20 +181,30 @@ class Reservoirs:
                              meta.seen, size, meta.created_at)
 
     def reset_reference(self, signal: str, model: str | None, source: str | None = None,
-                        *, now: float | None = None) -> int:
+                        *, now: float | None = None, keep_current: bool = False) -> int:
         """Start a new reference version for ``signal`` (e.g. a new embedding model).
 
-        Both windows are emptied and their counts restart; returns the new version.
+        The reference is emptied and its count restarts; so is the current window unless
+        ``keep_current`` (a new reference definition for the same model). Returns the new version.
         """
         now = now_s() if now is None else now
         with self._db.write() as conn:
-            versions = [_lock_meta(conn, self._db, signal, w, now)["version"] for w in WINDOWS]
-            version = max(versions) + 1
+            metas = {w: dict(_lock_meta(conn, self._db, signal, w, now)) for w in WINDOWS}
+            version = max(m["version"] for m in metas.values()) + 1
             conn.execute(
                 sa.update(reservoirs)
                 .where(reservoirs.c.signal == signal)
                 .values(version=version, model=model, source=source, kind=None, dim=None, seen=0, created_at=now)
             )
+            if keep_current:  # same model: the current window stays valid under the new version
+                current = metas["current"]
+                conn.execute(sa.update(reservoirs).where(reservoirs.c.signal == signal, reservoirs.c.window_name == "current")
+                             .values(kind=current["kind"], dim=current["dim"], model=current["model"] or model,
+                                     seen=current["seen"]))
+                conn.execute(sa.update(reservoir_items)
+                             .where(reservoir_items.c.signal == signal, reservoir_items.c.window_name == "current",
+                                    reservoir_items.c.version == current["version"])
+                             .values(version=version))
             conn.execute(sa.delete(reservoir_items).where(reservoir_items.c.signal == signal,
                                                           reservoir_items.c.version < version))
         return version
@@ -248,12 +283,15 @@ class DriftRuns:
             row = conn.execute(sa.select(r).where(r.c.profile == profile, r.c.scheduled_for == scheduled_for)).first()
         return _run(row) if row is not None else None
 
-    def list(self, profile: str | None = None, *, limit: int = 100) -> list[DriftRun]:
-        """Most recent first."""
+    def list(self, profile: str | None = None, *, limit: int = 100, tested: bool = False) -> list[DriftRun]:
+        """Most recent first; ``tested``: only runs that tested a window (their result carries
+        the sequential evidence), skipping the many runs that waited for one."""
         r = drift_runs
         stmt = sa.select(r).order_by(r.c.scheduled_for.desc(), r.c.id.desc()).limit(limit)
         if profile is not None:
             stmt = stmt.where(r.c.profile == profile)
+        if tested:
+            stmt = stmt.where(r.c.result.like('%"log_evidence":%'))
         with self._db.read() as conn:
             return [_run(row) for row in conn.execute(stmt)]
 

@@ -155,6 +155,10 @@ class Score:
     label: str | None = None
     computed_at: float | None = None
     """Defaults to the time of the upsert."""
+    threshold: float | None = None
+    """The threshold ``label`` was taken at (the scorer version's calibrated one by default)."""
+    claims: str | None = None
+    """Per-claim verdicts as JSON (``faithfulness.claims.claims_json``), where the scorer gives them."""
 
     def __post_init__(self) -> None:
         if self.score is not None and not math.isfinite(self.score):
@@ -189,6 +193,18 @@ class ReservoirInfo:
     """Items offered since the version began (Algorithm R's n)."""
     size: int
     created_at: float
+
+
+@dataclass(frozen=True)
+class ReservoirWindow:
+    """One drift window read back: values, their trace ids and times, and its version."""
+
+    values: Any
+    """An ``(n, dim)`` float32 array (embedding signals) or a list of values (categorical)."""
+    trace_ids: list[str]
+    times: Any
+    """``(n,)`` float64 Unix times (``added_at``)."""
+    version: int
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ class Scores:
         stmt = db.insert(scores)
         self._upsert = stmt.on_conflict_do_update(
             index_elements=["trace_id", "scorer"],
-            set_={c: stmt.excluded[c] for c in ("score", "label", "scorer_version", "computed_at")},
+            set_={c: stmt.excluded[c] for c in ("score", "label", "scorer_version", "computed_at", "threshold", "claims")},
         )
 
     def upsert(self, results: Iterable[Score], now: float | None = None) -> int:
@@ -128,7 +128,7 @@ class Scores:
         default_time = now_s() if now is None else now
         rows = [
             {"trace_id": s.trace_id, "scorer": s.scorer, "score": s.score, "label": s.label,
-             "scorer_version": s.scorer_version,
+             "scorer_version": s.scorer_version, "threshold": s.threshold, "claims": s.claims,
              "computed_at": default_time if s.computed_at is None else s.computed_at}
             for s in results
         ]
@@ -182,4 +182,4 @@ def _scored(scorer: str | None) -> sa.ColumnElement[bool]:
 
 
 def _score(row: Any) -> Score:
-    return Score(row.trace_id, row.scorer, row.score, row.scorer_version, row.label, row.computed_at)
+    return Score(row.trace_id, row.scorer, row.score, row.scorer_version, row.label, row.computed_at, row.threshold, row.claims)

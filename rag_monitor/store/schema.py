@@ -136,6 +136,9 @@ scores = sa.Table(
     sa.Column("label", sa.String(64), nullable=True),
     sa.Column("scorer_version", sa.String(100), nullable=False),
     sa.Column("computed_at", sa.Double, nullable=False),
+    # The threshold the label was taken at, and the per-claim verdicts (JSON) where the scorer gives them.
+    sa.Column("threshold", sa.Double, nullable=True),
+    sa.Column("claims", sa.Text, nullable=True),
 )
 
 pending_spans = sa.Table(

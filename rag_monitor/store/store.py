@@ -16,7 +16,7 @@ from .drift import DriftRuns, Reservoirs
 from .engine import Database
 from .ingest import IngestBatch, IngestOutcome, PendingSpans
 from .models import (
-    DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, Review, ReviewItem, ReviewSession, Score, now_s,
+    DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, ReviewSession, Score, now_s,
 )
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
@@ -341,13 +341,23 @@ class Store:
         """``(np.ndarray (n, dim) | list of values, trace_ids)`` of the window's current version."""
         return self._reservoirs.get(signal, window, since=since)
 
+    def reservoir_window(self, signal: str, window: str, *, since: float | None = None,
+                         after: float | None = None) -> ReservoirWindow:
+        """The window's values, trace ids, times and version (items at/after ``since``, strictly after ``after``)."""
+        return self._reservoirs.window(signal, window, since=since, after=after)
+
     def reservoir_info(self, signal: str, window: str) -> ReservoirInfo | None:
         return self._reservoirs.info(signal, window)
 
+    def reference_spec(self, signal: str) -> dict[str, Any] | None:
+        """The reference definition set from the CLI for ``signal``; None: the profile's default."""
+        return self._reservoirs.reference_spec(signal)
+
     def reset_reference(self, signal: str, model: str | None, source: str | None = None, *,
-                        now: float | None = None) -> int:
-        """New reference version for ``signal`` (embedding model changed); returns it."""
-        return self._reservoirs.reset_reference(signal, model, source, now=now)
+                        now: float | None = None, keep_current: bool = False) -> int:
+        """New reference version for ``signal`` (embedding model changed, or a new reference
+        definition when ``keep_current``); returns it."""
+        return self._reservoirs.reset_reference(signal, model, source, now=now, keep_current=keep_current)
 
     def claim_run(self, profile: str, scheduled_for: float, holder: str, *, lease_s: float = 900.0,
                   signal: str | None = None, detector: str | None = None, now: float | None = None) -> bool:
@@ -363,8 +373,9 @@ class Store:
     def get_run(self, profile: str, scheduled_for: float) -> DriftRun | None:
         return self._runs.get(profile, scheduled_for)
 
-    def drift_runs(self, profile: str | None = None, *, limit: int = 100) -> list[DriftRun]:
-        return self._runs.list(profile, limit=limit)
+    def drift_runs(self, profile: str | None = None, *, limit: int = 100, tested: bool = False) -> list[DriftRun]:
+        """Most recent first; ``tested`` keeps only runs that tested a window."""
+        return self._runs.list(profile, limit=limit, tested=tested)
 
     # --- coordination --------------------------------------------------------------------------
 

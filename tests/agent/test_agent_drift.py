@@ -6,6 +6,7 @@ import csv
 import random
 from pathlib import Path
 
+import markupsafe
 import pytest
 
 import rag_monitor
@@ -39,9 +40,10 @@ def test_shifted_query_mix_turns_the_drift_verdict_on(start_agent, tmp_path):
     (tmp_path / "profiles.yaml").write_text(f"""
 profiles:
   - {{name: query-mmd, signal: query_embedding, detector: mmd, alpha: 0.05, reference_size: {N},
-      current_size: {N}, min_current: {N}, interval_s: 1, options: {{n_permutations: 200}}}}
+      current_size: {N}, min_current: {N}, interval_s: 1, options: {{n_permutations: 200}},
+      reference_days: null, page_threshold: 8}}
   - {{name: intent-chi, signal: intent, detector: chi_square, alpha: 0.01, reference_size: {N},
-      current_size: {N}, min_current: {N}, interval_s: 1}}
+      current_size: {N}, min_current: {N}, interval_s: 1, reference_days: null, page_threshold: 8}}
 """)
     agent = start_agent(detector_profiles=str(tmp_path / "profiles.yaml"), drift_feed_interval_s=0.5)
     monitor = rag_monitor.init(service_name="bank-bot", endpoint=agent.otlp_url, release="r1")
@@ -65,9 +67,12 @@ profiles:
     finally:
         monitor.shutdown()
     assert latest(mmd, "rag_drift_p_value") < 0.05
-    runs = agent.store.drift_runs("query-mmd", limit=1)
-    shifted = runs[0].result["most_shifted"]
-    assert len(shifted) == 10 and all(len(s["trace_id"]) == 32 for s in shifted)
+    result = agent.store.drift_runs("query-mmd", limit=1, tested=True)[0].result
+    assert result["decision"] and result["reference"]["mode"] == "count" and result["seed"] > 0
+    grew = result["changes"]["over"][0]  # the new topics, with their (redacted) queries
+    assert grew["current_share"] > grew["reference_share"]
+    assert {e["query"] for e in grew["examples"]} <= {text for text, _ in new[:N]}
+    shifted = grew["examples"]
 
     # The report explains it: the agent's verdicts, Evidently's view, the most shifted traces.
     from rag_monitor.cli import main as cli
@@ -77,7 +82,7 @@ profiles:
                       "phoenix_url: http://127.0.0.1:6006\n")
     assert cli(["drift", "report", "--config", str(config), "--out", str(tmp_path / "report")]) == 0
     index = (tmp_path / "report" / "index.html").read_text()
-    assert "<b>DRIFT</b>" in index and shifted[0]["trace_id"] in index
+    assert "<b>DRIFT</b>" in index and shifted[0]["trace_id"] in index and str(markupsafe.escape(shifted[0]["query"])) in index
     assert f"http://127.0.0.1:6006/redirects/traces/{shifted[0]['trace_id']}" in index
     assert (tmp_path / "report" / "evidently-query_embedding.html").stat().st_size > 10_000
     assert (tmp_path / "report" / "evidently-intent.html").exists()

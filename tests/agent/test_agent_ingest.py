@@ -9,6 +9,7 @@ import pytest
 
 import rag_monitor
 from rag_monitor import semconv
+from rag_monitor.faithfulness.thresholds import shipped_calibration
 from tests.services import wait_until
 
 
@@ -89,7 +90,7 @@ def test_regenerations_explicit_and_inferred(running_agent, sdk):
     run_query(sdk, "how do I cancel my plan", session="s9")  # a near-duplicate re-ask
     sdk.feedback(first, "regenerate")
     sdk.force_flush()
-    rv = {"release": "2026.11.30", "variant": "production"}
+    rv = {"release": "2026.11.30", "variant": "production", "intent": "billing"}  # per intent too
     wait_until(lambda: running_agent.metric("rag_regenerations_total", {**rv, "source": "explicit"}) == 1, timeout=10, what="explicit")
     wait_until(lambda: running_agent.metric("rag_regenerations_total", {**rv, "source": "inferred"}) == 1,
                timeout=10, what="inferred (the regeneration job's next tick)")
@@ -147,7 +148,8 @@ def test_the_agent_says_when_it_has_no_hhem_weights(start_agent, caplog):
     import logging
 
     caplog.set_level(logging.WARNING)
-    agent = start_agent(hhem_model_path="")
+    agent = start_agent(hhem_model_path="", offline_scorer="support")
     assert "no HHEM-2.1-Open weights configured" in caplog.text
-    assert 'rag_scorer_info{scorer="lexical-v1"' in agent.scrape()
+    shipped = shipped_calibration("support-v1", "1")["threshold"]
+    assert f'rag_scorer_info{{scorer="support-v1",threshold="{shipped:g}",version="1"}} 1.0' in agent.scrape()
     assert agent.metric_sum("rag_scorer_info", scorer="hhem-2.1-open") == 0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import rag_monitor
+from rag_monitor.faithfulness import SupportScorer
 from tests.agent.test_agent_ingest import run_query
 from tests.agents import langchain_rag_chain
 from tests.services import free_port, wait_until
@@ -63,7 +66,9 @@ def test_scores_become_phoenix_annotations_and_golden_rows_a_dataset(start_agent
 
     from rag_monitor.review.golden import golden_rows, push_to_phoenix
 
-    agent = start_agent(phoenix_url=phoenix_server.url, phoenix_project="rag-monitor-scores", score_interval_s=0.5)
+    # The default offline scorer (support-v1): its per-claim verdicts reach the store, Phoenix and the export.
+    agent = start_agent(phoenix_url=phoenix_server.url, phoenix_project="rag-monitor-scores", score_interval_s=0.5,
+                        offline_scorer="support")
     monitor = rag_monitor.init(service_name="svc", endpoint=agent.otlp_url, release="r1")
     try:
         trace_id = run_query(monitor)
@@ -71,7 +76,11 @@ def test_scores_become_phoenix_annotations_and_golden_rows_a_dataset(start_agent
         monitor.force_flush()
     finally:
         monitor.shutdown()
-    wait_until(lambda: "lexical-v1" in agent.store.scores_for(trace_id), timeout=30, what="the score")
+    wait_until(lambda: "support-v1" in agent.store.scores_for(trace_id), timeout=60, what="the score")
+    stored = agent.store.scores_for(trace_id)["support-v1"]
+    assert stored.label == "supported" and stored.threshold == SupportScorer.load().threshold
+    assert json.loads(stored.claims) == [{"text": "Cancel under Settings > Billing.", "verdict": "supported",
+                                          "score": 1.0, "evidence": "Cancel under Settings > Billing."}]
     client = Client(base_url=phoenix_server.url)
     root_span_id = agent.store.get_recent(trace_id).root_span_id
 
@@ -82,11 +91,14 @@ def test_scores_become_phoenix_annotations_and_golden_rows_a_dataset(start_agent
     wait_until(lambda: annotations() is not None, timeout=30, interval=0.5, what="the annotation in Phoenix")
     frame = annotations()
     assert set(frame["annotation_name"]) == {"faithfulness"}
-    assert frame["result.label"].iloc[0] in ("supported", "unsupported")
+    assert frame["result.label"].iloc[0] == "supported"
+    assert frame["result.explanation"].iloc[0] == "all 1 claims supported"
 
     item = agent.store.claim("alice", 60)
     agent.store.submit_review(item.id, "alice", {"faithful": "yes", "relevant_documents": ["doc-1"]})
     rows = golden_rows(agent.store, corpus_version="kb-1")
+    assert rows[0]["score_thresholds"] == {"support-v1": stored.threshold}
+    assert rows[0]["score_claims"]["support-v1"][0]["verdict"] == "supported"
     push_to_phoenix(rows, phoenix_server.url, dataset="golden-test")
     dataset = client.datasets.get_dataset(dataset="golden-test")
     (example,) = list(dataset)

@@ -53,7 +53,7 @@ def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_
     prometheus = require_binary("prometheus")
     (tmp_path / "profiles.yaml").write_text(
         "profiles:\n  - {name: intent-chi, signal: intent, detector: chi_square, reference_size: 20,"
-        " current_size: 20, min_current: 20, interval_s: 1}\n"
+        " current_size: 20, min_current: 20, interval_s: 1, reference_days: null}\n"
     )
     (tmp_path / "sampling.yaml").write_text("base_rate: 1.0\n")
     common = dict(store_url=postgres_url, detector_profiles=str(tmp_path / "profiles.yaml"),

@@ -8,8 +8,8 @@ from prometheus_client import CollectorRegistry
 
 from rag_monitor.agent.scoring import ScoringLoop
 from rag_monitor.alerts.metrics import AgentMetrics
-from rag_monitor.detectors.faithfulness import load_scorer
-from rag_monitor.detectors.faithfulness.worker import FaithfulnessWorker
+from rag_monitor.faithfulness import load_scorer
+from rag_monitor.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.record import Document, QueryRecord
 from rag_monitor.store import open_store
 
@@ -36,7 +36,7 @@ class HookedWorker(FaithfulnessWorker):
     """The real lexical scorer, with a hook that runs while a chunk is being scored."""
 
     def __init__(self, during=None):
-        super().__init__(load_scorer(None))
+        super().__init__(load_scorer(None, offline="lexical"))
         self.during = during
         self.pairs_scored = 0
 

@@ -104,6 +104,9 @@ def test_drift_without_a_release_reaches_the_ml_data_receiver(tmp_path):
         metrics.drift_window_size.labels(**drift, window="current").set(500)
         metrics.drift_window_size.labels(**drift, window="reference").set(2000)
         metrics.drift_last_run.labels(**drift).set(time.time())
+        metrics.drift_evidence.labels(**drift).set(9.5)
+        metrics.drift_top_cluster.labels(**drift, direction="over", example="how do I buy crypto", current_share="0.118",
+                                         reference_share="0.004").set(1)
         metrics.drift_detected.labels(**drift).set(0)
         wait_until(lambda: stack.prometheus.query("rag_drift_detected"), timeout=30, what="the drift verdict scraped")
         metrics.drift_detected.labels(**drift).set(1)
@@ -112,7 +115,11 @@ def test_drift_without_a_release_reaches_the_ml_data_receiver(tmp_path):
         assert alert["labels"]["triage"] == "drift"
         assert "suspected_release" not in alert["labels"]
         assert alert["annotations"]["triage"] == "suspected drift: no release in the last 2h"
-        assert alert["annotations"]["summary"] == "Drift detected on query_embedding by mmd (p-value 0.001)."
+        assert alert["annotations"]["summary"] == (
+            "Sustained drift on query_embedding by mmd (evidence ln e = 9.5, at or above its page threshold).")
+        assert alert["annotations"]["grew"] == (  # the alert names what changed
+            'More queries like "how do I buy crypto": 0.118 of the current window against 0.004 of the reference')
+        assert alert["annotations"]["shrank"] == "no cluster stands out"
         assert [a for a in stack.webhook.alerts if a["receiver"] == "release-owners"] == []
         # Supported answers on enough traffic stay quiet meanwhile.
         assert [a for a in stack.prometheus.alerts() if a["labels"]["alertname"] == "RagFaithfulnessLow"] == []

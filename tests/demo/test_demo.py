@@ -81,6 +81,24 @@ def test_bad_release_answers_from_the_archived_policy(app, corpus):
     assert "policy-refunds-v2" in answer.relevance_excluded_ids
 
 
+def test_bad_release_adds_unsupported_sentences_the_offline_scorer_flags(app, corpus):
+    from rag_monitor.demo.app import BAD_RELEASE
+    from rag_monitor.demo.traffic import build_script, plan_phases
+    from rag_monitor.faithfulness import SupportScorer
+
+    scorer = SupportScorer.load()
+    bad = app.with_release(replace(BAD_RELEASE, retrieval_delay_s=0.0, generation_delay_s=0.0), app.monitor)
+    contents = {d.id: d.content for d in corpus.documents}
+    script = build_script(plan_phases(quick=True)[-1], corpus, seed=3)[:30]
+    flagged = {}
+    for name, release in (("r1", app), ("r2", bad)):
+        answers = [a for a in (release.ask(s.question.text, s.user) for s in script) if not a.refused]
+        values = scorer.score([[contents[i] for i in a.delivered_ids] for a in answers], [a.text for a in answers])
+        flagged[name] = sum(v is not None and v < scorer.threshold for v in values) / len(answers)
+    # r1's extractive answers stay faithful; r2 embellishes about half of its answers.
+    assert flagged["r1"] <= 0.05 and flagged["r2"] >= 0.3, flagged
+
+
 def test_generator_refuses_when_nothing_supports_an_answer(app):
     from rag_monitor.demo.app import User
 
@@ -104,8 +122,8 @@ def test_traffic_script_is_deterministic_with_a_seed(corpus):
 
 
 def test_quick_demo_tells_the_story(tmp_path):
-    """Drift raises the drift verdict; the bad release raises false-exclusion and latency alerts
-    with the regression triage; the thumbs-down answers reach the review queue."""
+    """Drift raises the drift verdict; the bad release raises false-exclusion, latency and
+    faithfulness alerts with the regression triage; the thumbs-down answers reach the review queue."""
     from rag_monitor.demo.run import DemoOptions, run_demo
     from rag_monitor.demo.services import AlertingStack
 
@@ -118,6 +136,9 @@ def test_quick_demo_tells_the_story(tmp_path):
     assert r2.false_exclusion_rate is not None and r2.false_exclusion_rate > 0.3
     assert r1.false_exclusion_rate in (None, 0.0)
     assert r2.p50_p95_p99[1] > r1.p50_p95_p99[1]
+    # The offline scorer (support-v1) sees r2's invented numbers, steps and contradictions.
+    assert r2.faithfulness_unsupported is not None and r2.faithfulness_unsupported > 0.2
+    assert r1.faithfulness_unsupported is not None and r1.faithfulness_unsupported < 0.1
     sent = {t for p in result.phases for t in p.thumbs_down_trace_ids}
     assert sent and result.summary.thumbs_down_in_queue == len(sent)
     assert "Latency per stage" in result.text and "Alerts that fired" in result.text
@@ -128,6 +149,9 @@ def test_quick_demo_tells_the_story(tmp_path):
     for alert in firing:
         by_name.setdefault(alert["labels"]["alertname"], alert)
     assert by_name["RagDriftDetected"]["labels"]["triage"] == "drift", firing
+    # The bad release's unsupported answers page, scored by the offline default. (Its triage is not
+    # asserted: in quick mode the 20 s release window can close before sampled answers are scored.)
+    assert by_name["RagFaithfulnessLow"]["labels"]["scorer"] == "support-v1", sorted(by_name)
     for name in ("RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh"):
         assert name in by_name, sorted(by_name)
         assert by_name[name]["labels"]["triage"] == "regression"

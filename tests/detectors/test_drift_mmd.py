@@ -31,7 +31,7 @@ def naive_permutation_p_value(reference, current, sigma, n_permutations, seed):
 
     labels = permutation_labels(len(reference), len(current), n_permutations, seed)
     statistics = np.array([unbiased_mmd2(row) for row in labels])
-    return float(np.mean(statistics[1:] >= statistics[0])), statistics
+    return (1 + float(np.sum(statistics[1:] >= statistics[0]))) / (1 + n_permutations), statistics
 
 
 def test_same_distribution_gives_high_p_value_and_mean_shift_low():
@@ -41,7 +41,7 @@ def test_same_distribution_gives_high_p_value_and_mean_shift_low():
     shifted = detector.predict(gaussian(rng, 150, mean=0.6))
     assert isinstance(same, DriftResult)
     assert not same.is_drift and same.p_value > 0.2
-    assert shifted.is_drift and shifted.p_value == 0.0
+    assert shifted.is_drift and shifted.p_value == 1 / (1 + detector.n_permutations)  # never 0
     assert shifted.statistic > 10 * abs(same.statistic)
     assert (shifted.detector, shifted.signal, shifted.threshold) == ("mmd", "query_embedding", 0.05)
     assert (shifted.n_reference, shifted.n_current) == (200, 150)
@@ -52,7 +52,7 @@ def test_same_distribution_gives_high_p_value_and_mean_shift_low():
 def test_one_matrix_permutation_test_matches_naive_loop(dtype):
     rng = np.random.default_rng(3)
     reference, current = gaussian(rng, 40), gaussian(rng, 30, mean=0.1)
-    detector = MMDDrift(n_permutations=200, seed=11, dtype=dtype, chunk_size=16).fit(reference)
+    detector = MMDDrift(n_permutations=200, seed=11, dtype=dtype, chunk_size=16, bandwidths=(1.0,)).fit(reference)
     result = detector.predict(current)
     naive_p, naive_statistics = naive_permutation_p_value(reference, current, detector.sigma_, 200, seed=11)
     assert result.p_value == naive_p
@@ -76,9 +76,13 @@ def test_same_seed_same_p_value_and_seed_none_draws_fresh_permutations():
     first = MMDDrift(seed=4).fit(reference).predict(current)
     again = MMDDrift(seed=4).fit(reference).predict(current)
     assert first == again
-    unseeded = MMDDrift(seed=None, n_permutations=500).fit(reference)
-    p_values = {unseeded.predict(current).p_value for _ in range(4)}
-    assert len(p_values) > 1
+    unseeded = MMDDrift(n_permutations=500).fit(reference)  # the default: a fresh seed per run
+    results = [unseeded.predict(current) for _ in range(4)]
+    assert len({r.p_value for r in results}) > 1
+    seeds = [r.metadata["seed"] for r in results]
+    assert len(set(seeds)) == 4  # recorded, so a run can be replayed:
+    replay = MMDDrift(n_permutations=500, seed=seeds[0]).fit(reference).predict(current)
+    assert replay.p_value == results[0].p_value
 
 
 def test_median_heuristic_matches_alibi_definition():
@@ -112,3 +116,38 @@ def test_update_reference_appends_and_trims():
     assert detector.n_reference == 40
     np.testing.assert_array_equal(detector._reference[-30:], newest.astype(np.float32))
     assert detector.sigma_ != old_sigma  # the kernel width follows the new reference
+
+
+def test_multi_bandwidth_statistics_equal_one_width_at_a_time():
+    rng = np.random.default_rng(6)
+    pooled = gaussian(rng, 60, dim=5)
+    labels = permutation_labels(35, 25, 30, seed=3)
+    several = mmd2_permutation_statistics(pooled, labels, [0.8, 1.7, 3.0], chunk_size=11)
+    for row, sigma in zip(several, [0.8, 1.7, 3.0]):
+        np.testing.assert_allclose(row, mmd2_permutation_statistics(pooled, labels, sigma, chunk_size=None), atol=1e-13)
+
+
+def test_p_values_are_valid_under_no_drift():
+    """(1 + #)/(1 + P) is super-uniform: P(p <= a) <= a for every a, with aggregation over widths."""
+    rng = np.random.default_rng(12)
+    p_values = []
+    for i in range(120):
+        detector = MMDDrift(n_permutations=39, seed=i).fit(gaussian(rng, 40, dim=4))
+        p_values.append(detector.predict(gaussian(rng, 30, dim=4)).p_value)
+    p_values = np.array(p_values)
+    assert p_values.min() >= 1 / 40
+    for level in (0.1, 0.25, 0.5):
+        # binomial(120, level) upper 99.9% bound: a valid test stays under it
+        assert np.mean(p_values <= level) <= level + 3.1 * np.sqrt(level * (1 - level) / 120)
+
+
+@pytest.mark.parametrize("noise", [0.0, 1e-7])
+def test_identical_or_near_identical_float32_reference_is_degenerate(noise):
+    from rag_monitor.detectors import DegenerateWindowError
+
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=(1, 384)).astype(np.float32)
+    base /= np.linalg.norm(base)
+    reference = (base + noise * rng.normal(size=(300, 384))).astype(np.float32)
+    with pytest.raises(DegenerateWindowError, match="identical or nearly so"):
+        MMDDrift().fit(reference)

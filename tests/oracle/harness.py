@@ -161,12 +161,12 @@ def review(traffic: Traffic, store) -> int:
 class ReviewClient:
     """The review API as the page uses it: a session cookie, then the CSRF token on writes."""
 
-    def __init__(self, base: str, token: str):
+    def __init__(self, base: str, token: str, reviewer: str = "oracle"):
         import http.cookiejar
 
         self.base = base
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-        status, page = self.call("POST", "/review/login", urllib.parse.urlencode({"token": token}).encode(),
+        status, page = self.call("POST", "/review/login", urllib.parse.urlencode({"reviewer": reviewer, "token": token}).encode(),
                                  {"Content-Type": "application/x-www-form-urlencoded"})
         assert status == 200, f"review login: {status}"
         marker = b'name="csrf-token" content="'
@@ -201,7 +201,10 @@ def review_through_api(traffic: Traffic, agent) -> tuple[int, str]:
         shown.append(body.decode())
         # Documents are numbered per query, so a gold document's content names it wherever it shows.
         keys = [c["key"] for c in view["candidates"] if by_content.get(c["content"]) in all_gold]
-        status, body = client.api("POST", f"/api/review/items/{view['item']}/labels", {"faithful": "yes", "relevant": keys})
+        # Two steps, as the page: relevance on the shuffled candidates, then the answer.
+        status, body = client.api("POST", f"/api/review/items/{view['item']}/relevance", {"relevant": keys})
+        assert status == 200, (status, body[:300])
+        status, body = client.api("POST", f"/api/review/items/{view['item']}/labels", {"faithful": "yes"})
         assert status == 200, (status, body[:300])
         done += 1
 

@@ -231,7 +231,7 @@ def scored_ids(db) -> set[str]:
 # --- drift runs interrupted -------------------------------------------------------------------
 
 PROFILE = DriftProfile(name="intent-chi", signal="intent", detector="chi_square", reference_size=5,
-                       current_size=5, min_current=5, interval_s=600)
+                       current_size=5, min_current=5, interval_s=600, reference_days=None)
 
 
 def test_drift_run_of_a_dead_holder_is_reclaimed_after_its_lease_and_finished_once(tmp_path):

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_monitor.detectors.faithfulness import LexicalScorer
-from rag_monitor.review.calibrate import calibrate, load_begin, write_html
+from rag_monitor.faithfulness import LexicalScorer
+from rag_monitor.faithfulness.thresholds import shipped_calibration
+from rag_monitor.review.calibrate import calibrate, load_begin, load_halueval, write_html
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "begin"
 
@@ -18,7 +19,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "begin"
 def begin_report():
     data = load_begin(DATA / "begin_dev_wow_200.tsv")
     scores = LexicalScorer().score(data.premises, data.hypotheses)
-    return data, scores, calibrate(scores, data.supported, n_bootstrap=300, scorer="lexical-v1")
+    return data, scores, calibrate(scores, data.supported, threshold=0.5, n_bootstrap=300, scorer="lexical-v1")
 
 
 def test_begin_loader_maps_labels_and_excludes_generic():
@@ -90,8 +91,30 @@ def test_bad_input_is_rejected():
 
 def test_html_report_is_self_contained_with_a_reliability_plot(begin_report, tmp_path):
     _, _, report = begin_report
-    page = write_html(report, tmp_path / "report.html").read_text()
+    shipped = shipped_calibration("lexical-v1", "1")
+    page = write_html(report, tmp_path / "report.html", shipped=shipped).read_text()
     assert "lexical-v1" in page and "ROC AUC" in page and "recommended threshold" in page
+    assert f"<td>{shipped['threshold']}</td>" in page and "balanced accuracy on begin_test (not calibrated on)" in page
     match = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert match and base64.b64decode(match.group(1)).startswith(b"\x89PNG")
     assert "http://" not in page and "https://" not in page
+
+
+def test_the_report_escapes_what_it_shows(begin_report, tmp_path):
+    _, scores, _ = begin_report
+    report = calibrate([0.2, 0.9], [False, True], n_bootstrap=0, scorer="<script>alert(1)</script>")
+    page = write_html(report, tmp_path / "report.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_halueval_loader_gives_each_question_a_supported_and_an_unsupported_pair(tmp_path):
+    data = load_halueval(Path(__file__).resolve().parents[1] / "data" / "halueval" / "qa_one-turn_20.json")
+    assert len(data.premises) == 40 and data.supported == [True, False] * 20
+    assert data.questions[:4] == [0, 0, 1, 1] and data.hypotheses[0] == "Arthur's Magazine"
+    scores = LexicalScorer().score(data.premises, data.hypotheses)
+    report = calibrate(scores, data.supported, n_bootstrap=0)
+    assert report.roc_auc > 0.8  # invented answers rarely share the knowledge's words
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"knowledge": "k"}\n')
+    with pytest.raises(ValueError, match="bad.json:1: not a HaluEval QA row"):
+        load_halueval(bad)

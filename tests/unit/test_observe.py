@@ -55,7 +55,7 @@ def detector_counting(store, **kwargs):
     unchecked = [0]
     detector = RegenerationDetector(store, on_regeneration=lambda *labels: counted.append(labels),
                                     on_unchecked=lambda n: unchecked.__setitem__(0, unchecked[0] + n), **kwargs)
-    labels_of = lambda r: (r.release, r.variant)  # noqa: E731
+    labels_of = lambda r: (r.release, r.variant, r.intent or "unknown")  # noqa: E731
     return detector, counted, unchecked, labels_of
 
 
@@ -71,7 +71,7 @@ def test_inferred_regeneration_needs_same_session_similar_query_within_window(sq
     assert not regenerated(record(20, session_id="s", query="what are your opening hours"))
     assert not regenerated(record(200, session_id="s", query="what are your opening hours"))  # too late
     assert not regenerated(record(201, session_id="other", query="what are your opening hours"))
-    assert counted == [("r1", "production")]
+    assert counted == [("r1", "production", "unknown")]
 
 
 def test_regeneration_within_one_batch_and_a_resent_query_is_no_reask(sqlite_store):

@@ -132,7 +132,7 @@ def test_answers_are_unambiguous_for_a_lexical_scorer(traffic):
     try:
         from rag_monitor.faithfulness import load_scorer
     except ImportError:
-        from rag_monitor.detectors.faithfulness import load_scorer
+        from rag_monitor.faithfulness import load_scorer
     scorer = load_scorer(None)
     truth = traffic.truth
     judged = [q for q in truth.records if truth.verdict(q) in ("supported", "unsupported")][:60]

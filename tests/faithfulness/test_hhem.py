@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from rag_monitor.detectors.faithfulness import (  # noqa: E402
+from rag_monitor.faithfulness import (  # noqa: E402
     FALLBACK_WARNING,
     FaithfulnessWorker,
     HHEMScorer,
@@ -30,8 +30,8 @@ from rag_monitor.detectors.faithfulness import (  # noqa: E402
     Pair,
     load_scorer,
 )
-from rag_monitor.detectors.faithfulness.hhem import HHEM_PROMPT  # noqa: E402
-from rag_monitor.models import pull_hhem  # noqa: E402
+from rag_monitor.faithfulness.hhem import HHEM_PROMPT, resolve_device, resolve_dtype  # noqa: E402
+from rag_monitor.faithfulness.pull import pull_hhem  # noqa: E402
 
 CORPUS = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris, France, built in 1889.",
@@ -187,14 +187,43 @@ def test_load_scorer_picks_hhem_or_fallback_and_rejects_bad_paths(tiny_hhem, tmp
     assert load_scorer(str(tiny_hhem[0])).name == "hhem-2.1-open"
     with caplog.at_level(logging.WARNING):
         fallback = load_scorer(None)
-    assert isinstance(fallback, LexicalScorer) and fallback.name == "lexical-v1"
+    assert fallback.name == "support-v1"
     assert FALLBACK_WARNING in caplog.text
+    assert isinstance(load_scorer("", offline="lexical"), LexicalScorer)
     with pytest.raises(ModelLoadError, match="not a directory"):
         load_scorer(str(tmp_path / "missing"))
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "config.json").write_text("{}")
     with pytest.raises(ModelLoadError, match="model.safetensors"):
         load_scorer(str(tmp_path / "half"))
+
+
+def test_device_auto_takes_cuda_only_when_there_is_one_and_bf16_only_on_cuda():
+    assert resolve_device("auto", cuda_available=False) == "cpu"
+    assert resolve_device("auto", cuda_available=True) == "cuda"
+    assert resolve_device("cpu", cuda_available=True) == "cpu"
+    with pytest.raises(ModelLoadError, match="no CUDA device"):
+        resolve_device("cuda", cuda_available=False)
+    with pytest.raises(ValueError, match="device"):
+        resolve_device("tpu", cuda_available=False)
+    assert resolve_dtype("auto", "cuda") == "bfloat16" and resolve_dtype("auto", "cpu") == "float32"
+    assert resolve_dtype("bfloat16", "cpu") == "bfloat16"
+
+
+def test_cpu_is_the_default_here_and_cuda_without_a_gpu_is_an_error(tiny_hhem, scorer):
+    if torch.cuda.is_available():  # pragma: no cover - the CPU path is what this machine tests
+        pytest.skip("a GPU is present: auto would pick it")
+    assert scorer.device == "cpu" and next(scorer.model.parameters()).dtype == torch.float32
+    with pytest.raises(ModelLoadError, match="no CUDA device"):
+        HHEMScorer.load(tiny_hhem[0], device="cuda")
+
+
+def test_bf16_weights_score_like_fp32(tiny_hhem, scorer):
+    """The dtype CUDA runs in, exercised on the CPU: same scores within bf16's precision."""
+    half = HHEMScorer.load(tiny_hhem[0], device="cpu", dtype="bfloat16")
+    assert next(half.model.parameters()).dtype == torch.bfloat16
+    premises, hypotheses = [p for p, _ in PAIRS], [h for _, h in PAIRS]
+    assert half.score(premises, hypotheses) == pytest.approx(scorer.score(premises, hypotheses), abs=0.05)
 
 
 def test_checkpoint_without_t5_prefix_is_rejected(tiny_hhem, tmp_path):
@@ -240,7 +269,7 @@ def test_models_pull_writes_the_layout_the_loader_reads(tiny_hhem, tmp_path):
 
 
 def test_importing_the_package_does_not_import_torch():
-    code = ("import sys, rag_monitor.detectors.faithfulness, rag_monitor.models; "
+    code = ("import sys, rag_monitor.faithfulness, rag_monitor.faithfulness.pull; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

@@ -31,6 +31,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rag_monitor.faithfulness.thresholds import shipped_threshold
+
 LEXICAL_NAME = "lexical-v1"
 NUMBER_WEIGHT = 3.0
 NAME_WEIGHT = 2.0
@@ -159,7 +161,9 @@ class LexicalScorer:
     name = LEXICAL_NAME
     version = "1"
 
-    def __init__(self, threshold: float = 0.5) -> None:
+    def __init__(self, threshold: float | None = None) -> None:
+        # None: the threshold this version ships with, calibrated on labelled data.
+        threshold = shipped_threshold(LEXICAL_NAME, self.version) if threshold is None else float(threshold)
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {threshold}")
         self.threshold = threshold

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rag_monitor.detectors.faithfulness.hhem import (
+from rag_monitor.faithfulness.hhem import (
     FOUNDATION_REPO_ID,
     FOUNDATION_SUBDIR,
     HHEM_NAME,

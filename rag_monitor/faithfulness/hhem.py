@@ -37,9 +37,15 @@ it multiplies the cost by the number of chunks. Truncated pairs are reported (``
 so a rising share is visible. The answer (hypothesis) is cut only when it alone exceeds half
 the budget.
 
+Devices. ``device="auto"`` (the default) runs on CUDA when torch sees a GPU, else on the CPU;
+``cuda`` without a GPU is an error, not a silent CPU fallback. On CUDA the weights are cast to
+bf16 (about twice the throughput, scores within about 0.01 of fp32); on the CPU they stay
+fp32 unless ``dtype="bfloat16"`` is asked for. The worker's token budget per batch
+(``scorer_batch_tokens``) sizes batches for either.
+
 Usage::
 
-    scorer = HHEMScorer.load("/var/lib/rag-monitor/models/hhem")
+    scorer = HHEMScorer.load("/var/lib/rag-monitor/models/hhem", device="auto")
     scorer.score(["Paris is the capital of France."], ["The capital of France is Paris."])
 """
 
@@ -52,6 +58,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rag_monitor.faithfulness.thresholds import shipped_threshold
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +80,36 @@ _TIED_KEY = "transformer.encoder.embed_tokens.weight"
 _SHARED_KEY = "transformer.shared.weight"
 
 
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16")
+
+
 class ModelLoadError(RuntimeError):
     """The configured model directory is missing, incomplete or not HHEM's layout."""
+
+
+def resolve_device(device: str, cuda_available: bool | None = None) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without one raises."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if cuda_available is None:
+        import torch
+
+        cuda_available = bool(torch.cuda.is_available())
+    if device == "cuda" and not cuda_available:
+        raise ModelLoadError("hhem_device is 'cuda' but torch sees no CUDA device (use 'auto' to fall back to the CPU)")
+    if device == "auto":
+        return "cuda" if cuda_available else "cpu"
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """``auto`` -> bf16 on CUDA, fp32 on the CPU (bf16 matmuls are slow on many CPUs)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if dtype == "auto":
+        return "bfloat16" if device == "cuda" else "float32"
+    return dtype
 
 
 @dataclass(frozen=True)
@@ -161,15 +197,16 @@ class HHEMScorer:
 
     name = HHEM_NAME
 
-    def __init__(self, model: Any, tokenizer: Any, prompt: str, *, version: str, threshold: float = 0.5,
-                 max_tokens: int = DEFAULT_MAX_TOKENS, source: str = "") -> None:
+    def __init__(self, model: Any, tokenizer: Any, prompt: str, *, version: str, threshold: float | None = None,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, source: str = "", device: str = "cpu") -> None:
         if max_tokens < 32:
             raise ValueError(f"max_tokens must be at least 32, got {max_tokens}")
         self.model = model
         self.tokenizer = tokenizer
         self.prompt = prompt
         self.version = version
-        self.threshold = threshold
+        self.threshold = shipped_threshold(HHEM_NAME, version) if threshold is None else float(threshold)
+        self.device = device
         self.max_tokens = max_tokens
         self.source = source
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -177,8 +214,8 @@ class HHEMScorer:
         self._template_tokens = len(tokenizer(prompt.format(text1="", text2=""))["input_ids"])
 
     @classmethod
-    def load(cls, model_dir: str | os.PathLike[str], *, threshold: float = 0.5, max_tokens: int = DEFAULT_MAX_TOKENS,
-             torch_threads: int | None = 1) -> HHEMScorer:
+    def load(cls, model_dir: str | os.PathLike[str], *, threshold: float | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
+             torch_threads: int | None = 1, device: str = "auto", dtype: str = "auto") -> HHEMScorer:
         """Load HHEM's layout from ``model_dir`` (see the module docstring) without remote code."""
         try:
             import torch
@@ -188,6 +225,8 @@ class HHEMScorer:
         if torch_threads is not None:
             torch.set_num_threads(torch_threads)
         directory = Path(model_dir)
+        device = resolve_device(device)
+        dtype = resolve_dtype(dtype, device)
         config = _read_hhem_config(directory)
         foundation = _resolve_foundation(directory, config)
         try:
@@ -222,10 +261,11 @@ class HHEMScorer:
         left_on_meta = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
         if left_on_meta:
             raise ModelLoadError(f"{directory / WEIGHTS_FILE}: no tensors for {left_on_meta[:5]}")
-        model.float().eval()
+        model = model.to(device=device, dtype=getattr(torch, dtype)).eval()
         version = _read_version(directory)
+        logger.info("HHEM on %s in %s", device, dtype)
         return cls(model, tokenizer, config.get("prompt", HHEM_PROMPT), version=version, threshold=threshold,
-                   max_tokens=max_tokens, source=str(directory))
+                   max_tokens=max_tokens, source=str(directory), device=device)
 
     # --- encoding ---------------------------------------------------------------------
 
@@ -293,7 +333,7 @@ class HHEMScorer:
         for row, pair in enumerate(batch):
             input_ids[row, : pair.length] = torch.tensor(pair.input_ids, dtype=torch.long)
             attention_mask[row, : pair.length] = 1
-        return input_ids, attention_mask
+        return input_ids.to(self.device), attention_mask.to(self.device)
 
     def forward_probabilities(self, input_ids: Any, attention_mask: Any) -> list[float]:
         """P(consistent) at the first position, as HHEM's ``predict`` computes it."""
@@ -312,6 +352,6 @@ class HHEMScorer:
     def score(self, premises: Sequence[str | Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
         """One consistency score in [0, 1] per (premise, hypothesis) pair, as one batch.
 
-        For many pairs use ``FaithfulnessWorker.score_pairs``: it buckets by length.
+        For many pairs use ``FaithfulnessWorker.score_pairs``: it batches by length under a token budget.
         """
         return self.score_encoded(self.encode_many(premises, hypotheses))

@@ -1,7 +1,7 @@
 """Session windows: each session's last query, shared by replicas for the regeneration detector.
 
-Revision ID: 0004_runtime
-Revises: 0003_review
+Revision ID: 0005_runtime
+Revises: 0004_faithfulness
 Create Date: 2026-11-30
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_runtime"
-down_revision = "0003_review"
+revision = "0005_runtime"
+down_revision = "0004_faithfulness"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,60 @@
+"""The drift rule: the agent's sequential drift decision, per signal and detector."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rag_monitor.alerts.rulekit import _alert, _num
+from rag_monitor.alerts.thresholds import parse_duration
+
+
+
+def _cluster_annotation(direction: str, what: str) -> str:
+    # The agent exports the latest run's most shifted cluster as an info series (a redacted example).
+    selector = f"rag_drift_top_cluster_info{{signal='%s',detector='%s',direction='{direction}'}}"
+    return (
+        f'{{{{ with printf "{selector}" $labels.signal $labels.detector | query }}}}{{{{ with . | first }}}}'
+        f'{what} queries like "{{{{ .Labels.example }}}}": {{{{ .Labels.current_share }}}} of the current window '
+        f"against {{{{ .Labels.reference_share }}}} of the reference{{{{ end }}}}{{{{ else }}}}no cluster stands out{{{{ end }}}}"
+    )
+
+
+def _drift_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
+    d = t["drift"]
+    max_age = _num(parse_duration(d["max_result_age"]))
+    alert = _alert(
+        t, "RagDriftDetected",
+        # rag_drift_detected is the agent's sequential decision (the e-detector at or above its
+        # threshold), so the rule and the detector agree; the value is the evidence (ln e).
+        # Replicas run each job under a lock, so max deduplicates.
+        f"""
+max by (signal, detector) (rag_drift_evidence)
+and on (signal, detector)
+(max by (signal, detector) (rag_drift_detected) == 1)
+and on (signal, detector)
+(max by (signal, detector) (rag_drift_window_size{{window="current"}}) >= {d['min_window_items']})
+and on (signal, detector)
+(time() - max by (signal, detector) (rag_drift_last_run_timestamp_seconds) < {max_age})""",
+        d["for"], d["severity"],
+        "Sustained drift on {{ $labels.signal }} by {{ $labels.detector }} (evidence ln e = {{ $value | printf \"%.1f\" }}, "
+        "at or above its page threshold).",
+        f"""
+Meaning: successive non-overlapping windows of this signal (query or retrieved-document embeddings,
+intents) kept rejecting "no drift" against the reference compared at the same hours of the day, and
+their evidence (a CUSUM of e-values; ln e shown) reached the page threshold set for at most one false
+page per 30 days; windows hold at least {d['min_window_items']} items and the verdict is less than
+{d['max_result_age']} old.
+Check first: the annotations name the query cluster that grew and the one that shrank; `rag-monitor
+drift report` lists them with example queries and Phoenix links, and `rag-monitor drift reference
+show` the reference in use; rag_drift_p_value over time shows when windows started to differ;
+rag_queries_total by intent for a mix change.
+First step: if triage says regression, check whether the release changed the embedding model,
+chunking or retrieval (that shifts document embeddings without any user change; set a new reference
+with `rag-monitor drift reference set --release` if intended); if drift, look at the new cluster's
+queries, check faithfulness and regeneration alerts for the same period, then update the corpus or
+reset the reference.""",
+    )
+    alert["annotations"]["grew"] = _cluster_annotation("over", "More")
+    alert["annotations"]["shrank"] = _cluster_annotation("under", "Fewer")
+    return [{"name": "rag-drift-alerts", "rules": [alert]}]

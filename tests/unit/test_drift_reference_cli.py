@@ -1,0 +1,85 @@
+"""`rag-monitor drift reference show | set | reset`, the sequential rule's arithmetic, and the report."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rag_monitor.cli import main as cli
+from rag_monitor.detectors.feed import DriftFeed
+from rag_monitor.detectors.jobs import run_profile
+from rag_monitor.detectors.profiles import load_profiles
+from rag_monitor.detectors.sequential import SequentialRule
+from rag_monitor.record import QueryRecord
+from rag_monitor.store import open_store
+
+
+def test_sequential_rule_from_the_budget():
+    rule = SequentialRule.from_budget(interval_s=3600, false_pages_per_30d=1, p_floor=1 / 301)
+    assert rule.threshold == pytest.approx(7200)  # 10 x 720 windows per 30 days
+    assert rule.min_windows_to_page == 3
+    # the calibrator is an e-value: E[e] <= 1 for a uniform p-value (1 without the floor;
+    # the floor caps e below p_floor, which leaves 1 - (1 - kappa) p_floor^kappa)
+    grid = (np.arange(200_000) + 0.5) / 200_000
+    kappa, floor = rule.kappa, rule.p_floor
+    expected = 1 - (1 - kappa) * floor**kappa
+    assert np.mean([math.exp(rule.log_e_value(p)) for p in grid]) == pytest.approx(expected, abs=0.01)
+    assert expected < 1
+    evidence = 0.0
+    for p in (1 / 301, 1 / 301):
+        evidence = rule.update(evidence, p)
+    assert not rule.pages(evidence) and rule.pages(rule.update(evidence, 1 / 301))
+    assert rule.update(-5.0, 1.0) == pytest.approx(rule.log_e_value(1.0))  # the CUSUM restarts from 1
+
+
+def records(n, t0, intent="billing", start=0):
+    return [QueryRecord(trace_id=f"{start + i:032x}", root_span_id="1" * 16, start_ns=int((t0 + i) * 1e9), end_ns=1,
+                        query=f"q{i}", intent=intent) for i in range(n)]
+
+
+def test_reference_show_set_reset(tmp_path, capsys):
+    (tmp_path / "profiles.yaml").write_text(
+        "profiles:\n  - {name: intent-chi, signal: intent, detector: chi_square, reference_size: 50,"
+        " current_size: 20, min_current: 20, interval_s: 60}\n")
+    (tmp_path / "agent.yaml").write_text(f"data_dir: {tmp_path / 'data'}\ndetector_profiles: {tmp_path / 'profiles.yaml'}\n")
+    config = ["--config", str(tmp_path / "agent.yaml")]
+    assert cli(["drift", "reference", "show", *config]) == 0
+    assert "intent: the first 7 days (profile default" in capsys.readouterr().out
+
+    store = open_store(f"sqlite:///{tmp_path / 'data' / 'rag-monitor.db'}")
+    profile = load_profiles(tmp_path / "profiles.yaml")[0]
+    now = [1_800_000_000.0]
+    feed = DriftFeed(store, [profile], clock=lambda: now[0])
+    feed.offer(records(40, now[0]))
+    feed.tick()
+    assert run_profile(store, profile, "t", now=now[0] + 100)["reason"].startswith("reference still being captured")
+
+    # an explicit range seeds the reference from the current window's items inside it
+    start, end = now[0] + 10, now[0] + 30
+    assert cli(["drift", "reference", "set", "--from", str(start), "--to", str(end), *config]) == 0
+    assert "new reference version 2" in capsys.readouterr().out
+    reference = store.reservoir_window("intent", "reference")
+    assert reference.version == 2 and len(reference.trace_ids) == 20 and reference.times.min() >= start
+    assert store.reservoir_window("intent", "current").version == 2  # the current window is kept
+    feed.offer(records(20, now[0] + 50, intent="cards", start=100))
+    feed.tick()
+    result = run_profile(store, profile, "t", now=now[0] + 120)
+    assert result["status"] == "done" and result["reference"]["mode"] == "range"
+    assert result["window_start"] >= end  # never the reference's own items
+    assert result["changes"]["over"][0]["cluster"] == "cards"
+
+    assert cli(["drift", "reference", "set", "--release", "r9", "--days", "2", *config]) == 0
+    assert store.reference_spec("intent") == {"mode": "release", "release": "r9", "days": 2.0}
+    assert cli(["drift", "reference", "show", *config]) == 0
+    assert "the first 2 days of release r9" in capsys.readouterr().out
+    assert cli(["drift", "reference", "reset", *config]) == 0
+    assert store.reference_spec("intent") is None
+    assert cli(["drift", "reference", "set", "--from", "2026-01-02", *config]) == 2  # a clear error
+    assert "needs both --from and --to" in capsys.readouterr().err
+
+    assert cli(["drift", "report", *config, "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "intent-chi" in page and "time range" in page and "<td>cards</td>" in page  # what changed
+    store.close()
