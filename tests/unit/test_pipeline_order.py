@@ -48,6 +48,6 @@ def test_a_reask_in_the_same_request_as_its_original_is_a_regeneration(tmp_path)
         assert agent.registry.get_sample_value("rag_queries_total", {"release": "r1", "variant": "production",
                                                                      "intent": "unknown", "tenant": "unknown"}) == 2
         assert agent.registry.get_sample_value("rag_regenerations_total", {"release": "r1", "variant": "production",
-                                                                           "source": "inferred"}) == 1
+                                                                           "intent": "unknown", "source": "inferred"}) == 1
     finally:
         agent.close()
