@@ -47,14 +47,17 @@ def run_seed(seed: int, queries: int, work: Path) -> tuple[list[Check], list[dic
                                         "hhem_model_path": "", "sampling_config": str(sampling),
                                         "root_timeout_s": 0.05}, environ={})
     agent = Agent(settings)
+    agent.open()  # store, models, planes: no servers, no scheduled jobs (their work is called below)
     try:
         for batch in traffic.phases[0]:
             agent.pipeline.ingest(batch.body(), PROTOBUF)
         time.sleep(0.1)
         agent.pipeline.expire()
+        agent.regeneration.tick()
         agent.store.prune_recent(now=time.time() + settings.recent_ttl_s + 1)  # the TTL has passed
         for batch in traffic.phases[1]:
             agent.pipeline.ingest(batch.body(), PROTOBUF)
+        agent.regeneration.tick()
         while agent.scoring.tick():
             pass
         review(traffic, agent.store)
@@ -71,7 +74,7 @@ def run_seed(seed: int, queries: int, work: Path) -> tuple[list[Check], list[dic
                  _false_exclusion_estimate(traffic, items)]
         return checks, found
     finally:
-        agent.store.close()
+        agent.close()
 
 
 def _git(*args: str) -> str:

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as data_dir:
         agent = Agent(load_settings(overrides={"data_dir": data_dir, "detector_profiles": "", "hhem_model_path": ""},
                                     environ={}))
+        agent.open()
         completed_memory = agent.pipeline.assembler.completed_trace_memory
         start_rss, t0 = rss_mb(), time.perf_counter()
         samples.append({"spans": 0, "rss_mb": round(start_rss, 1), "elapsed_s": 0.0})
@@ -76,12 +77,13 @@ def main(argv: list[str] | None = None) -> dict:
             for body in with_fresh_trace_ids(pool[rounds % len(pool)], rounds + 1):
                 spans += agent.pipeline.ingest(body, "application/x-protobuf").accepted_spans
             rounds += 1
+            agent.regeneration.tick()  # the regeneration job's check, as the running agent does
             if rounds % args.sample_every == 0:
                 samples.append({"spans": spans, "rss_mb": round(rss_mb(), 1),
                                 "elapsed_s": round(time.perf_counter() - t0, 1)})
         elapsed = time.perf_counter() - t0
         records = agent.store.recent_count()
-        agent.store.close()
+        agent.close()
 
     # After the completed-trace list has filled, memory must stay flat: report that stretch apart.
     filled_at = completed_memory * SPANS_PER_ROUND // TRACES_PER_ROUND

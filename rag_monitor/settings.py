@@ -37,7 +37,9 @@ class AgentSettings:
     otlp_port: int = _setting(4318, "Port of the OTLP/HTTP receiver (`POST /v1/traces`, `/healthz`, `/readyz`).")
     http_host: str = _setting("127.0.0.1", "Address of the HTTP server for `/metrics`, the review page and its API.")
     http_port: int = _setting(8080, "Port of `/metrics`, `/healthz`, `/readyz`, `/review` and `/api/review`.")
-    max_concurrent_requests: int = _setting(8, "OTLP requests admitted at once; beyond it the receiver answers 503 + Retry-After. Ingest runs one request at a time, so more only lengthens the wait past exporters' timeouts.")
+    max_concurrent_requests: int = _setting(8, "OTLP requests processed at once, counted once their body is read; beyond it the receiver answers 503 + Retry-After. The store write runs one request at a time, so more only lengthens the wait past exporters' timeouts.")
+    max_reading_requests: int = _setting(64, "OTLP request bodies being read at once (bounded memory: each up to `max_body_bytes`); beyond it 503 + Retry-After. Slow clients hold only these, never a processing slot.")
+    body_read_timeout_s: float = _setting(10.0, "Longest time to receive one OTLP request body; a slower client gets 408 and frees its reading slot.")
     otlp_token: str = _setting("", "When set, the OTLP receiver requires `Authorization: Bearer <token>`.")
 
     # --- storage ---
@@ -45,6 +47,7 @@ class AgentSettings:
     store_url: str = _setting("", "SQLAlchemy URL of the store; empty means SQLite (WAL) under `data_dir`. PostgreSQL: `postgresql+psycopg://...`.")
     store_timeout_s: float = _setting(5.0, "How long a store operation waits for a lock or a connection before the receiver answers 503.")
     recent_ttl_s: float = _setting(3600.0, "How long every query's redacted record stays in the recent-records cache (for late thumbs-down).")
+    prune_interval_s: float = _setting(30.0, "How often one replica deletes expired recent records and idle session windows from the store.")
 
     # --- ingest ---
     # Config files: `default` is the copy shipped in the package (`collectors/*.yaml`, `detectors/*.yaml`);
@@ -65,11 +68,13 @@ class AgentSettings:
     top_releases: int = _setting(10, "Releases kept as label values (most recent first seen); older ones fold into `other`.")
     regeneration_window_s: float = _setting(120.0, "A near-duplicate query from the same session within this window counts as an inferred regeneration.")
     regeneration_similarity: float = _setting(0.8, "Token Jaccard similarity at or above which two queries are near-duplicates.")
+    regeneration_check_interval_s: float = _setting(1.0, "How often received queries are checked against the sessions' previous queries (in the store) for inferred regenerations.")
 
     # --- sampling and review ---
     sampling_config: str = _setting("default", "Base rate and strata of the review sampler (`default`: the shipped `detectors/sampling.yaml`; a path; empty: built-in rates).")
     review_tokens: str = _setting("", "Reviewer credentials: comma-separated `name:role:sha256-of-token` entries (or a file path).")
     review_claim_s: float = _setting(900.0, "How long a reviewer's claim on an item lasts before it returns to the queue.")
+    scrape_cache_interval_s: float = _setting(10.0, "How often the review statistics behind `/metrics` take in new reviews (incrementally).")
     review_double_share: float = _setting(0.1, "Share of review items (chosen by trace id) reviewed by a second reviewer, for agreement (Cohen's kappa).")
     review_guidelines: str = _setting("", "Markdown file of review guidelines shown beside each item; empty: built-in guidelines.")
     review_external_url: str = _setting("", "The review page's URL as browsers see it (e.g. `https://review.example.com`): the Origin check and Secure cookies follow it; empty: from trusted proxies' headers or the request.")
@@ -99,6 +104,7 @@ class AgentSettings:
     phoenix_url: str = _setting("", "Phoenix base URL (e.g. `http://127.0.0.1:6006`); empty disables forwarding.")
     phoenix_project: str = _setting("rag-monitor", "Phoenix project the forwarded spans land in.")
     forward_queue_spans: int = _setting(20_000, "Spans waiting to be forwarded; beyond it they are dropped (counted).")
+    forward_interval_s: float = _setting(0.5, "How often queued spans are exported to Phoenix (gzip, retried with backoff within a 5 s timeout).")
 
     def resolved_store_url(self) -> str:
         if self.store_url:

@@ -4,13 +4,14 @@ OTLP/HTTP per the specification: ``POST /v1/traces`` with ``application/x-protob
 ``application/json`` bodies (optionally gzip), answered in the request's encoding with an
 ``ExportTraceServiceResponse`` (``partial_success`` when spans were rejected). Errors carry a
 ``google.rpc.Status`` with a message: 400 malformed, 401 missing or wrong bearer token, 413 too
-large, 415 unsupported type, 503 + ``Retry-After`` when the store is unavailable or the agent
-is saturated (exporters retry those).
+large, 415 unsupported type, 408 when the body does not arrive within the read deadline, 503 +
+``Retry-After`` when the store is unavailable or the agent is saturated (exporters retry those).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 from collections.abc import Callable
@@ -22,7 +23,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from rag_monitor.agent.pipeline import IngestPipeline
 from rag_monitor.collectors.otlp import BodyTooLarge, OTLPDecodeError, UnsupportedMediaType
 from rag_monitor.store import StoreUnavailable
 
@@ -95,35 +95,67 @@ async def _discard_body(request: Request, limit: int) -> None:
         pass
 
 
+async def _read_within(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The body within ``timeout_s``: a client trickling bytes cannot hold a reading slot longer."""
+    return await asyncio.wait_for(_read_body(request, limit), timeout_s)
+
+
 def otlp_app(
-    pipeline: IngestPipeline,
+    ingest: Callable[[bytes, str, str | None], object],
+    metrics,
     *,
-    max_body_bytes: int,
+    max_body_bytes: Callable[[], int],
     bearer_token: str = "",
-    max_concurrent: int = 32,
+    max_concurrent: int = 8,
+    max_reading: int = 64,
+    read_timeout_s: float = 10.0,
     ready: Callable[[], bool] = lambda: True,
+    lifespan=None,
 ) -> Starlette:
-    """The OTLP/HTTP receiver."""
+    """The OTLP/HTTP receiver.
+
+    Two bounded stages: up to ``max_reading`` bodies are read at once, each within
+    ``read_timeout_s`` (memory stays bounded, and a slow client only ever holds a reading slot);
+    once a body is in memory, up to ``max_concurrent`` requests are processed (``ingest`` in the
+    thread pool). Either stage full: 503 + Retry-After, which exporters retry.
+    """
+    reading = asyncio.Semaphore(max_reading)
     in_flight = asyncio.Semaphore(max_concurrent)
     expected_auth = f"Bearer {bearer_token}".encode() if bearer_token else b""
-    metrics = pipeline.metrics
+
+    def saturated(media_type: str) -> Response:
+        metrics.ingest_errors.labels("saturated").inc()
+        return _error(503, "agent saturated, retry later", media_type, {"Retry-After": RETRY_AFTER_S})
 
     async def traces(request: Request) -> Response:
         media_type = _media_type(request)
         if expected_auth and not hmac.compare_digest(request.headers.get("authorization", "").encode(), expected_auth):
             metrics.ingest_errors.labels("unauthorized").inc()
             return _error(401, "missing or wrong bearer token", media_type, {"WWW-Authenticate": "Bearer"})
+        limit = max_body_bytes()
+        if reading.locked():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(_discard_body(request, limit), read_timeout_s)
+            return saturated(media_type)
+        try:
+            async with reading:
+                body = await _read_within(request, limit, read_timeout_s)
+        except BodyTooLarge as exc:
+            metrics.ingest_errors.labels("too_large").inc()
+            return _error(413, str(exc), media_type)
+        except asyncio.TimeoutError:
+            metrics.ingest_errors.labels("read_timeout").inc()
+            log.info("OTLP request body from %s not received within %.0f s: 408", _peer(request), read_timeout_s)
+            return _error(408, f"request body not received within {read_timeout_s:g} s", media_type)
+        except ClientDisconnect:
+            metrics.ingest_errors.labels("client_disconnected").inc()
+            log.info("OTLP client %s disconnected before sending its whole body", _peer(request))
+            return Response(status_code=400)  # nobody is left to read it
         if in_flight.locked():
-            # Saturated: ask the exporter to back off rather than queueing without limit.
-            metrics.ingest_errors.labels("saturated").inc()
-            await _discard_body(request, max_body_bytes)
-            return _error(503, "agent saturated, retry later", media_type, {"Retry-After": RETRY_AFTER_S})
+            return saturated(media_type)  # the body is read: the exporter gets our status, not a reset
         async with in_flight:
             try:
-                body = await _read_body(request, max_body_bytes)
-                result = await run_in_threadpool(
-                    pipeline.ingest, body, media_type, request.headers.get("content-encoding")
-                )
+                result = await run_in_threadpool(ingest, body, media_type, request.headers.get("content-encoding"))
             except UnsupportedMediaType as exc:
                 metrics.ingest_errors.labels("unsupported_media_type").inc()
                 return _error(415, str(exc), media_type)
@@ -140,7 +172,11 @@ def otlp_app(
         body, content_type = _success_body(result.rejected_spans, result.error_message, media_type)
         return Response(body, status_code=200, media_type=content_type)
 
-    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), *health_routes(ready)])
+    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), *health_routes(ready)], lifespan=lifespan)
+
+
+def _peer(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else "unknown"
 
 
 def health_routes(ready: Callable[[], bool]) -> list[Route]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from rag_monitor import semconv
 from rag_monitor.agent.releases import ReleaseLabels
@@ -33,32 +35,118 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 class RegenerationDetector:
     """Infers regenerations: the same session re-asks a near-duplicate query within a window.
 
-    Keeps the last query of sessions seen within the window (at most ``max_sessions``), so memory
-    follows the number of active sessions, not the traffic.
+    Each session's last query lives in the shared store (``session_windows``), so a re-ask that
+    the gateway routes to another replica still counts. Off the request path: ingest ``offer``s
+    the queries (an O(1) append to a bounded queue) and the ``regeneration`` job checks them in
+    one store transaction per tick, then counts each re-ask through ``on_regeneration``. Queries
+    that overflow the queue, or that meet an unavailable store, are counted unchecked.
     """
 
-    def __init__(self, window_s: float, similarity: float, max_sessions: int = 50_000):
+    def __init__(self, store, window_s: float, similarity: float, *,
+                 on_regeneration: Callable[[str, str, str], None] = lambda release, variant, intent: None,
+                 on_unchecked: Callable[[int], None] = lambda n: None,
+                 max_queue: int = 20_000, clock=time.time):
+        self.store = store
+        self.window_s = window_s
         self.window_ns = int(window_s * 1e9)
         self.similarity = similarity
-        self.max_sessions = max_sessions
-        self._last: OrderedDict[str, tuple[int, frozenset[str]]] = OrderedDict()
+        self.on_regeneration = on_regeneration
+        self.on_unchecked = on_unchecked
+        self._queue: deque[_Asked] = deque()
+        self.max_queue = max_queue
         self._lock = threading.Lock()
+        self.clock = clock
 
-    def is_regeneration(self, record: QueryRecord) -> bool:
-        if not record.session_id or not record.query or "query" in record.hidden:  # hidden: nothing to compare
-            return False
-        words = _tokens(record.query)
+    def offer(self, records: list[QueryRecord], labels_of: Callable[[QueryRecord], tuple[str, str, str]]) -> None:
+        asked = [_Asked(r.trace_id, r.session_id, r.start_ns, r.query, *labels_of(r))
+                 for r in records
+                 if r.session_id and r.query and "query" not in r.hidden]  # hidden: nothing to compare
+        if not asked:
+            return
         with self._lock:
-            previous = self._last.pop(record.session_id, None)
-            self._last[record.session_id] = (record.start_ns, words)
-            # Sessions silent for longer than the window can't regenerate: forget them (oldest first).
-            horizon = record.start_ns - self.window_ns
-            while len(self._last) > self.max_sessions or next(iter(self._last.values()))[0] < horizon:
-                self._last.popitem(last=False)
-        if previous is None:
-            return False
-        started, previous_words = previous
-        return 0 <= record.start_ns - started <= self.window_ns and jaccard(words, previous_words) >= self.similarity
+            self._queue.extend(asked)
+            overflow = len(self._queue) - self.max_queue
+            for _ in range(max(0, overflow)):
+                self._queue.popleft()
+        if overflow > 0:
+            self.on_unchecked(overflow)
+
+    def tick(self) -> int:
+        """Check the queued queries (the ``regeneration`` job); returns how many were re-asks."""
+        with self._lock:
+            batch, self._queue = list(self._queue), deque()
+        if not batch:
+            return 0
+        try:
+            found = self.detect(batch)
+        except Exception:
+            self.on_unchecked(len(batch))
+            raise
+        for asked in found:
+            self.on_regeneration(asked.release, asked.variant, asked.intent)
+        return len(found)
+
+    def detect(self, asked: list[_Asked]) -> list[_Asked]:
+        """The queries that re-ask their session's previous query (one store transaction)."""
+        asked = sorted(asked, key=lambda a: a.start_ns)
+        words = {a.trace_id: _tokens(a.query) for a in asked}
+        latest = {a.session_id: (a.start_ns, sorted(words[a.trace_id])) for a in asked}
+        before = {sid: (start, frozenset(w)) for sid, (start, w) in self.store.swap_session_windows(latest).items()}
+        found = []
+        for a in asked:
+            previous = before.get(a.session_id)
+            # start > previous start: a re-sent copy of the same query (an exporter's retry) is no re-ask.
+            if previous is not None and 0 < a.start_ns - previous[0] <= self.window_ns \
+                    and jaccard(words[a.trace_id], previous[1]) >= self.similarity:
+                found.append(a)
+            if previous is None or a.start_ns >= previous[0]:
+                before[a.session_id] = (a.start_ns, words[a.trace_id])
+        return found
+
+    def prune(self) -> int:
+        return self.store.prune_session_windows(self.clock() - self.window_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What the detector needs of a query: small, so the queue holds no documents."""
+
+    trace_id: str
+    session_id: str
+    start_ns: int
+    query: str
+    release: str
+    variant: str
+    intent: str
+
+
+class _CachedLabels:
+    """``metric.labels(*values)`` memoised: prometheus_client validates and locks on every call,
+    several times per query. Label values are folded to bounded sets, so the cache is bounded."""
+
+    __slots__ = ("_metric", "_children")
+
+    def __init__(self, metric):
+        self._metric = metric
+        self._children: dict[tuple, object] = {}
+
+    def labels(self, *values: str):
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
+class _MetricChildren:
+    """``AgentMetrics`` with every family's ``labels`` memoised (see ``_CachedLabels``)."""
+
+    def __init__(self, metrics: AgentMetrics):
+        self._metrics = metrics
+
+    def __getattr__(self, name: str) -> _CachedLabels:
+        cached = _CachedLabels(getattr(self._metrics, name))
+        setattr(self, name, cached)
+        return cached
 
 
 class QueryObserver:
@@ -71,10 +159,10 @@ class QueryObserver:
         top_intents: int = 20,
         top_tenants: int = 20,
         top_releases: int = 10,
-        regeneration: RegenerationDetector | None = None,
         clock=time.time,
     ):
         self.metrics = metrics
+        self._children = _MetricChildren(metrics)
         self.cost_of = cost_of
         """``cost_of(call: ModelCall) -> float | None``: one call at its model's price (``PriceTable.call_cost``)."""
         self.intent = LabelFolder(top_intents)
@@ -86,7 +174,6 @@ class QueryObserver:
         self.feedback_kind = LabelFolder(len(semconv.FEEDBACK_KINDS), allowed=semconv.FEEDBACK_KINDS)
         self.filter_kind = LabelFolder(len(semconv.FILTER_KINDS), allowed=semconv.FILTER_KINDS)
         self.model = LabelFolder(20)
-        self.regeneration = regeneration or RegenerationDetector(120.0, 0.8)
         self.clock = clock
 
     def labels_of(self, record: QueryRecord) -> tuple[str, str]:
@@ -94,7 +181,7 @@ class QueryObserver:
 
     def observe(self, record: QueryRecord) -> float | None:
         """Update every query metric from ``record``; returns its cost in USD when priced."""
-        m = self.metrics
+        m = self._children
         release, variant = self.labels_of(record)
         m.queries.labels(release, variant, self.intent(record.intent), self.tenant(record.tenant)).inc()
         m.query_duration.labels(release, variant).observe(record.duration_s)
@@ -122,16 +209,22 @@ class QueryObserver:
             for outcome in seen:
                 m.filter_exclusions.labels(release, variant, kind, outcome).inc()
 
-        if self.regeneration.is_regeneration(record):
-            m.regenerations.labels(release, variant, self.intent(record.intent), "inferred").inc()
         for feedback in record.feedback:
             self.observe_feedback(record, feedback)
         return cost
 
+    def regeneration_labels(self, record: QueryRecord) -> tuple[str, str, str]:
+        """(release, variant, intent) as the query's metrics have them."""
+        return (*self.labels_of(record), self.intent(record.intent))
+
+    def count_regeneration(self, release: str, variant: str, intent: str) -> None:
+        """An inferred regeneration (the detector's verdict, labels as the query had them)."""
+        self._children.regenerations.labels(release, variant, intent, "inferred").inc()
+
     def _observe_calls(self, record: QueryRecord, release: str, variant: str) -> float | None:
         """Tokens and cost of every model call under the call's own model; the query's cost is
         their sum, observed when every call with tokens is priced."""
-        m = self.metrics
+        m = self._children
         calls = record.model_calls
         if not calls and (record.llm_calls or record.total_tokens):  # a record made before model_calls
             calls = [ModelCall("llm", record.llm_model, record.prompt_tokens, record.completion_tokens)]
@@ -160,7 +253,7 @@ class QueryObserver:
         """Count a feedback event; ``record`` gives its labels when the query is known."""
         release, variant = self.labels_of(record) if record else ("unknown", "unknown")
         kind = self.feedback_kind(feedback.kind)
-        self.metrics.feedback.labels(release, variant, kind).inc()
+        self._children.feedback.labels(release, variant, kind).inc()
         if feedback.kind == semconv.FEEDBACK_REGENERATE:
             intent = self.intent(record.intent) if record else "unknown"
-            self.metrics.regenerations.labels(release, variant, intent, "explicit").inc()
+            self._children.regenerations.labels(release, variant, intent, "explicit").inc()

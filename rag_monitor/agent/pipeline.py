@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rag_monitor.agent.observe import QueryObserver
+from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.persist import IngestWriter
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import TraceAssembler
@@ -47,6 +47,7 @@ class IngestPipeline:
         store: Store,
         metrics: AgentMetrics,
         observer: QueryObserver,
+        regeneration: RegenerationDetector | None = None,
         assembler: TraceAssembler,
         redactor: Redactor,
         sampler: Sampler,
@@ -58,6 +59,8 @@ class IngestPipeline:
         self.store = store
         self.metrics = metrics
         self.observer = observer
+        self.regeneration = regeneration
+        """Offered every batch of kept records (O(1)); its job checks them against the store."""
         self.assembler = assembler
         self.redactor = redactor
         self.sampler = sampler
@@ -67,7 +70,7 @@ class IngestPipeline:
         """Called with every batch of kept records (the drift feed's O(1) offer)."""
         self.clock = clock
         self.writer = IngestWriter(store, sampler, observer.releases, limits)
-        # The assembler and the regeneration detector are stateful: one request at a time.
+        # The assembler is stateful: one request at a time (the regeneration check runs on its job).
         self._lock = threading.Lock()
 
     # --- the request path -----------------------------------------------------------------
@@ -138,6 +141,8 @@ class IngestPipeline:
         # time, and a request's spans come grouped by resource and scope, not by time.
         for record in sorted(written.records, key=lambda r: r.start_ns):
             self.observer.observe(record)
+        if self.regeneration is not None:
+            self.regeneration.offer(written.records, self.observer.regeneration_labels)
         for record, feedback in written.late:
             self.observer.observe_feedback(record, feedback)
         if written.records and self.on_records is not None:

@@ -1,20 +1,27 @@
-"""The agent: composes ingest, store, metrics, forwarding and the background workers.
+"""The agent: composes ingest, store, metrics, forwarding and the periodic jobs.
 
 Usage::
 
-    agent = Agent(load_settings("agent.yaml"))
+    agent = Agent(load_settings("agent.yaml"))   # no I/O: settings, registry, scheduler
     agent.start()          # in a background thread; returns when both servers listen
     ...
-    agent.stop()           # drains what was accepted, then closes the store
+    agent.stop()           # stop admitting, drain, flush, close
 
 or ``rag-monitor agent --config agent.yaml`` (``Agent.run()`` in the foreground).
+
+Start order, in Starlette's lifespan: store (with its migrations), models and the planes built
+on them (``open``), then the two servers bind, then the jobs start. Stop order: the servers stop
+accepting, in-flight requests finish (uvicorn's drain), then the lifespan's shutdown stops the
+jobs (waiting for running ones), flushes forwarding and closes the store (``close``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -22,23 +29,23 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 
-from rag_monitor import semconv
-from rag_monitor.agent.forwarder import SpanForwarder
+from rag_monitor.agent.forwarder import ReadableSpans, SpanForwarder, phoenix_exporter
 from rag_monitor.agent.http import health_routes, metrics_routes, otlp_app
+from rag_monitor.agent.jobs import JobScheduler, agent_jobs
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
 from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annotator
-from rag_monitor.agent.scrape import ReviewStatsCollector
+from rag_monitor.agent.scrape import ReviewStatsCollector, StoreGauges
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import TraceAssembler
 from rag_monitor.collectors.config import IngestLimits
-from rag_monitor.collectors.otlp import encode_export_request
 from rag_monitor.collectors.pricing import PriceTable
 from rag_monitor.collectors.pseudonyms import load_pseudonym_key
 from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.config_files import CONFIG_FILES, config_path, load_config
-from rag_monitor.detectors.export import DriftExporter, latest_tested
+from rag_monitor.detectors.export import DriftExporter
 from rag_monitor.faithfulness import load_scorer
 from rag_monitor.faithfulness.judge import judge_from_settings
 from rag_monitor.faithfulness.worker import FaithfulnessWorker
@@ -59,24 +66,72 @@ log = logging.getLogger(__name__)
 class Agent:
     def __init__(self, settings: AgentSettings, registry: CollectorRegistry | None = None):
         self.settings = s = settings
-        Path(s.data_dir).mkdir(parents=True, exist_ok=True)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
         self.instance = f"{socket.gethostname()}:{os.getpid()}:{s.otlp_port}"
-        """This replica's name: it holds drift runs and locks in the shared store."""
-        self.store = open_store(
-            s.resolved_store_url(), recent_ttl_s=s.recent_ttl_s,
-            busy_timeout_s=s.store_timeout_s, connect_timeout_s=s.store_timeout_s,
-        )
-        self._build_drift()
-        self._build_ingest()
-        self._build_review()
-        self._build_scoring()
+        """This replica's name: it holds drift runs, job leases and locks in the shared store."""
+        self.jobs = JobScheduler(self.metrics, holder=self.instance)
+        self.store = None
+        self.forwarder: SpanForwarder | None = None
+        self._open_lock = threading.Lock()
+        self._opened = self._closed = False
+        self._lifespans = 0
         self._servers: list = []
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._stop_event = threading.Event()
-        self._workers: list[threading.Thread] = []
+        self._startup_error: BaseException | None = None
+
+    # --- start and stop -------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Store (migrated), models and planes; idempotent. The lifespan calls it before the servers bind."""
+        with self._open_lock:
+            if self._opened:
+                return
+            s = self.settings
+            Path(s.data_dir).mkdir(parents=True, exist_ok=True)
+            self.store = open_store(
+                s.resolved_store_url(), recent_ttl_s=s.recent_ttl_s,
+                busy_timeout_s=s.store_timeout_s, connect_timeout_s=s.store_timeout_s,
+            )
+            self.jobs.try_lock = self.store.try_lock
+            self._build_drift()
+            self._build_ingest()
+            self._build_review()
+            self._build_scoring()
+            for job in agent_jobs(self):
+                self.jobs.add(job)
+            self._opened = True
+
+    def close(self) -> None:
+        """Stop the jobs (waiting for running ones), flush forwarding, close the store; idempotent."""
+        with self._open_lock:
+            if not self._opened or self._closed:
+                return
+            self._closed = True
+            self.jobs.shutdown(wait=True)
+            if self.forwarder:
+                self.forwarder.flush(5)
+                self.forwarder.shutdown()
+            self.store.close()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app):
+        """Both servers' Starlette lifespan: the first to start opens, the last to stop closes."""
+        try:
+            await run_in_threadpool(self.open)
+        except BaseException as exc:
+            self._startup_error = exc
+            raise
+        if getattr(app, "review_routes", False) is None:
+            app.review_routes = self.review_app.routes()
+            app.router.routes.extend(app.review_routes)
+        self._lifespans += 1
+        try:
+            yield
+        finally:
+            self._lifespans -= 1
+            if self._lifespans == 0:
+                await run_in_threadpool(self.close)
 
     # --- the planes ---------------------------------------------------------------------------
 
@@ -113,26 +168,28 @@ class Agent:
         log.info("config files: %s; %d priced models; drift profiles: %s", files, len(self.prices.prices),
                  ", ".join(p.name for p in self.profiles) or "none")
         self.observer = QueryObserver(
-            self.metrics,
-            self.prices.call_cost,
-            top_intents=s.top_intents,
-            top_tenants=s.top_tenants,
-            top_releases=s.top_releases,
-            regeneration=RegenerationDetector(s.regeneration_window_s, s.regeneration_similarity),
+            self.metrics, self.prices.call_cost,
+            top_intents=s.top_intents, top_tenants=s.top_tenants, top_releases=s.top_releases,
+        )
+        self.regeneration = RegenerationDetector(
+            self.store, s.regeneration_window_s, s.regeneration_similarity,
+            on_regeneration=self.observer.count_regeneration,
+            on_unchecked=lambda n: self.metrics.regeneration_unchecked.inc(n),
         )
         self.observer.releases.refresh(self.store)
-        self.forwarder: SpanForwarder | None = None
         if s.phoenix_url:
             self.forwarder = SpanForwarder(
-                s.phoenix_url,
-                encode=lambda spans: encode_export_request(_with_project(spans, s.phoenix_project)),
+                phoenix_exporter(s.phoenix_url),
+                convert=ReadableSpans(project=s.phoenix_project),
                 on_outcome=lambda outcome, n: self.metrics.forwarded_spans.labels(outcome).inc(n),
                 max_queue=s.forward_queue_spans,
+                on_pending=lambda: self.jobs.wakeup("forwarding"),
             )
         self.pipeline = IngestPipeline(
             store=self.store,
             metrics=self.metrics,
             observer=self.observer,
+            regeneration=self.regeneration,
             assembler=TraceAssembler.from_limits(self.limits),
             redactor=self.redactor,
             sampler=self.sampler,
@@ -145,6 +202,7 @@ class Agent:
         s = self.settings
         self.review_stats = ReviewStatsCollector(self.store)
         self.registry.register(self.review_stats)
+        self.store_gauges = StoreGauges(self.store, self.profiles, self.drift_exporter, self.metrics)
         self.reviewers = Reviewers.parse(s.review_tokens)
         if not len(self.reviewers):
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
@@ -173,9 +231,16 @@ class Agent:
             lease_s=max(5.0, 5 * s.score_interval_s, 3 * s.judge_timeout_s * (s.judge_max_retries + 1)),
         )
 
+    def prune_store(self) -> None:
+        """Store-wide clean-up (the ``store_pruning`` job, one replica at a time)."""
+        self.store.prune_recent()
+        self.regeneration.prune()
+
     # --- HTTP apps ------------------------------------------------------------------------
 
     def ready(self) -> bool:
+        if self.store is None or self._closed:
+            return False
         try:
             self.store.ping()
         except StoreUnavailable:
@@ -183,148 +248,99 @@ class Agent:
         return True
 
     def build_otlp_app(self) -> Starlette:
+        s = self.settings
+
+        def ingest(body: bytes, media_type: str, encoding: str | None):
+            return self.pipeline.ingest(body, media_type, encoding)
+
         return otlp_app(
-            self.pipeline,
-            max_body_bytes=self.limits.max_body_bytes,
-            bearer_token=self.settings.otlp_token,
-            max_concurrent=self.settings.max_concurrent_requests,
+            ingest, self.metrics,
+            max_body_bytes=lambda: self.limits.max_body_bytes,
+            bearer_token=s.otlp_token,
+            max_concurrent=s.max_concurrent_requests,
+            max_reading=s.max_reading_requests,
+            read_timeout_s=s.body_read_timeout_s,
             ready=self.ready,
+            lifespan=self.lifespan,
         )
 
     def build_http_app(self) -> Starlette:
-        return Starlette(routes=[
+        app = Starlette(routes=[
             *metrics_routes(self.registry, self.refresh_gauges),
             *health_routes(self.ready),
-            *self.review_app.routes(),
-        ])
+        ], lifespan=self.lifespan)
+        app.review_routes = None  # added by the lifespan, once the store is open
+        return app
+
+    def refresh_gauges(self) -> None:
+        """Gauges read from the store at scrape time (the same on every replica)."""
+        self.store_gauges.refresh()
 
     def _on_review(self, item, labels) -> None:
         self.review_stats.invalidate()
         self.review_metrics.invalidate()
 
-    def refresh_gauges(self) -> None:
-        """Gauges read from the store at scrape time (the same on every replica)."""
-        try:
-            for state, n in self.store.queue_depth().items():
-                self.metrics.review_queue_depth.labels(state).set(n)
-            for profile in self.profiles:
-                self._export_drift(profile)
-        except Exception as exc:  # noqa: BLE001 - a scrape must still answer when the store is down
-            log.warning("could not read store gauges: %s", exc)
-
-    def _export_drift(self, profile) -> None:
-        """The latest completed run of a profile, whichever replica ran it."""
-        run = latest_tested(self.store, profile)
-        if run is not None:
-            self.drift_exporter.export(profile, run)
-
-    # --- background work --------------------------------------------------------------------
-
-    def _every(self, interval_s: float, fn, name: str) -> None:
-        def loop() -> None:
-            while not self._stop_event.wait(interval_s):
-                try:
-                    fn()
-                except Exception:  # noqa: BLE001 - one bad tick must not kill the worker
-                    log.exception("background task %s failed", name)
-
-        thread = threading.Thread(target=loop, name=f"rag-monitor-{name}", daemon=True)
-        thread.start()
-        self._workers.append(thread)
-
-    def _maintenance(self) -> None:
-        self.pipeline.expire()
-        self.store.prune_recent()
-
-    # --- lifecycle ----------------------------------------------------------------------------
+    # --- serving ----------------------------------------------------------------------------
 
     async def serve(self) -> None:
+        """Both servers until either stops; then the other stops too."""
         import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):  # the agent's own handlers stop both servers at once
+                yield
 
         s = self.settings
         configs = [
             # proxy_headers off: uvicorn would believe X-Forwarded-For from loopback; the review
             # page reads forwarded headers itself, from `trusted_proxies` only.
-            uvicorn.Config(self.build_otlp_app(), host=s.otlp_host, port=s.otlp_port, log_level="warning", lifespan="off", proxy_headers=False),
-            uvicorn.Config(self.build_http_app(), host=s.http_host, port=s.http_port, log_level="warning", lifespan="off", proxy_headers=False),
+            uvicorn.Config(self.build_otlp_app(), host=s.otlp_host, port=s.otlp_port, log_level="warning", lifespan="on", proxy_headers=False),
+            uvicorn.Config(self.build_http_app(), host=s.http_host, port=s.http_port, log_level="warning", lifespan="on", proxy_headers=False),
         ]
-        self._servers = [uvicorn.Server(c) for c in configs]
+        self._servers = [Server(c) for c in configs]
+        tasks = [asyncio.ensure_future(server.serve()) for server in self._servers]
+        while not all(server.started for server in self._servers):
+            if any(task.done() for task in tasks):
+                break
+            await asyncio.sleep(0.02)
+        else:
+            self.jobs.start()  # last in the start order: the servers listen
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        self.request_stop()
+        await asyncio.gather(*tasks)
+
+    def request_stop(self) -> None:
         for server in self._servers:
-            server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-        await asyncio.gather(*(server.serve() for server in self._servers))
+            server.should_exit = True
 
-    def _start_background(self) -> None:
-        if self.forwarder:
-            self.forwarder.start()
-        self._every(max(1.0, min(10.0, self.limits.root_timeout_s / 4)), self._maintenance, "maintenance")
-        self._every(self.settings.score_interval_s, self.scoring.tick, "scoring")
-        if self.judging is not None:
-            self._every(self.settings.score_interval_s, self.judging.tick, "judging")
-        if self.profiles:
-            self._every(self.settings.drift_feed_interval_s, self.drift_feed.tick, "drift-feed")
-            self.drift.start()
-
-    def start(self, timeout_s: float = 30.0) -> None:
+    def start(self, timeout_s: float = 60.0) -> None:
         """Serve in a background thread; returns once both servers accept connections."""
-        self._start_background()
-
-        def run() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self.serve())
-
-        self._thread = threading.Thread(target=run, name="rag-monitor-agent", daemon=True)
+        # The servers' event loop, off the caller's thread (tests, the demo): the only thread the
+        # agent starts itself; periodic work runs on the JobScheduler's APScheduler.
+        self._thread = threading.Thread(target=lambda: asyncio.run(self.serve()), name="rag-monitor-agent", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not (self._servers and all(s.started for s in self._servers)):
+            if self._startup_error is not None:
+                raise RuntimeError(f"the agent did not start: {self._startup_error}") from self._startup_error
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("the agent's servers did not start (is the port taken?)")
             time.sleep(0.02)
 
     def run(self) -> None:
         """Serve in the foreground until SIGINT/SIGTERM, then drain and stop."""
-        import signal
-
-        self._start_background()
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-
-        def request_stop(*_):
-            for server in self._servers:
-                server.should_exit = True
-
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
+        signal.signal(signal.SIGINT, lambda *_: self.request_stop())
         log.info("rag-monitor agent: OTLP on %s:%s, metrics and review on %s:%s",
                  self.settings.otlp_host, self.settings.otlp_port, self.settings.http_host, self.settings.http_port)
-        try:
-            loop.run_until_complete(self.serve())
-        finally:
-            self._shutdown_background()
+        asyncio.run(self.serve())
+        if self._startup_error is not None:
+            raise self._startup_error
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop accepting, finish in-flight requests, drain forwarding, close the store."""
-        for server in self._servers:
-            server.should_exit = True
+        """Stop accepting, finish in-flight requests, then the lifespan flushes and closes."""
+        self.request_stop()
         if self._thread:
             self._thread.join(timeout_s)
-        self._shutdown_background()
-
-    def _shutdown_background(self) -> None:
-        self._stop_event.set()
-        self.drift.shutdown()
-        for thread in self._workers:
-            thread.join(5)
-        if self.forwarder:
-            self.forwarder.flush(5)
-            self.forwarder.shutdown()
-        self.store.close()
-
-
-def _with_project(spans, project: str):
-    """Spans keep the Phoenix project their app chose; the rest land in ``project``."""
-    seen: set[int] = set()
-    for span in spans:
-        if id(span.resource) not in seen:
-            seen.add(id(span.resource))
-            span.resource.setdefault(semconv.OPENINFERENCE_PROJECT_NAME, project)
-    return spans
+        self.close()  # when the servers never started (or a benchmark only opened the agent)

@@ -34,6 +34,7 @@ COST_BUCKETS_USD = (
 )
 SCORE_BUCKETS = tuple(i / 20 for i in range(1, 21))
 STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+JOB_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 JUDGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 METRIC_PREFIX = "rag_"
@@ -90,6 +91,7 @@ class AgentMetrics:
         # --- user feedback ---
         self.feedback = Counter("rag_feedback_total", "User feedback events by kind.", [*rv, "kind"], registry=r)
         self.regenerations = Counter("rag_regenerations_total", "Regenerations: explicit events and inferred near-duplicate re-asks, by the query's intent.", [*rv, "intent", "source"], registry=r)
+        self.regeneration_unchecked = Counter("rag_agent_regeneration_unchecked_total", "Queries not checked for an inferred regeneration (check queue full, or the store unavailable).", registry=r)
 
         # --- filters ---
         self.filtered_queries = Counter("rag_filter_queries_total", "Queries that applied a filter, by filter kind.", [*rv, "filter_kind"], registry=r)
@@ -148,3 +150,6 @@ class AgentMetrics:
         self.store_latency = Histogram("rag_agent_store_latency_seconds", "Store operation latency.", ["op"], buckets=STORE_BUCKETS, registry=r)
         self.store_errors = Counter("rag_agent_store_errors_total", "Store operations that failed (503 to exporters while it lasts).", ["op"], registry=r)
         self.forwarded_spans = Counter("rag_agent_forwarded_spans_total", "Spans forwarded to Phoenix, by outcome (sent, failed, dropped).", ["outcome"], registry=r)
+        self.job_last_success = Gauge("rag_agent_job_last_success_timestamp_seconds", "When a periodic job last finished without error on this replica (Unix time).", ["job"], registry=r)
+        self.job_duration = Histogram("rag_agent_job_duration_seconds", "Duration of one run of a periodic job.", ["job"], buckets=JOB_BUCKETS, registry=r)
+        self.job_failures = Counter("rag_agent_job_failures_total", "Runs of a periodic job that raised (logged).", ["job"], registry=r)

@@ -1,13 +1,15 @@
-"""Cross-replica coordination: lease locks and the releases each service has shipped."""
+"""Cross-replica coordination: lease locks, the releases each service has shipped, session windows."""
 
 from __future__ import annotations
+
+import json
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .engine import Database
 from .models import Release, now_s
-from .schema import locks, releases
+from .schema import locks, releases, session_windows
 
 
 class Locks:
@@ -112,3 +114,42 @@ class Releases:
         with self._db.read() as conn:
             rows = conn.execute(sa.select(releases).order_by(releases.c.first_seen, releases.c.service)).all()
         return [Release(r.service, r.release, r.first_seen) for r in rows]
+
+
+class SessionWindows:
+    """The last query (start time and words) of each session, so a re-ask routed to another
+    replica is still seen as a regeneration."""
+
+    def __init__(self, db: Database):
+        self._db = db
+        t = session_windows
+        # Built once: SQLAlchemy caches their compiled form (the batch size varies per request).
+        select = sa.select(t.c.session_id, t.c.start_ns, t.c.words).where(
+            t.c.session_id.in_(sa.bindparam("ids", expanding=True)))
+        # SQLite's BEGIN IMMEDIATE already serialises writers; PostgreSQL locks the rows it reads.
+        self._select = select if db.is_sqlite else select.with_for_update()
+        upsert = db.insert(t)
+        # A replica that saw the session's later query first keeps it.
+        self._upsert = upsert.on_conflict_do_update(
+            index_elements=["session_id"],
+            set_={"start_ns": upsert.excluded.start_ns, "words": upsert.excluded.words, "seen_at": upsert.excluded.seen_at},
+            where=upsert.excluded.start_ns >= t.c.start_ns,
+        )
+
+    def swap(self, latest: dict[str, tuple[int, list[str]]], *, now: float | None = None) -> dict[str, tuple[int, list[str]]]:
+        """Store ``session -> (start_ns, words)`` where newer; returns what each session had before."""
+        if not latest:
+            return {}
+        now = now_s() if now is None else now
+        rows = [{"session_id": sid, "start_ns": start, "words": json.dumps(words), "seen_at": now}
+                for sid, (start, words) in latest.items()]
+        with self._db.write() as conn:
+            previous = {r.session_id: (r.start_ns, json.loads(r.words))
+                        for r in conn.execute(self._select, {"ids": list(latest)})}
+            conn.execute(self._upsert, rows)  # executemany of one cached statement
+        return previous
+
+    def prune(self, before: float) -> int:
+        """Forget sessions last seen before ``before`` (they can no longer regenerate)."""
+        with self._db.write() as conn:
+            return conn.execute(sa.delete(session_windows).where(session_windows.c.seen_at < before)).rowcount

@@ -223,3 +223,13 @@ releases = sa.Table(
     sa.Column("release", sa.String(200), primary_key=True),
     sa.Column("first_seen", sa.Double, nullable=False),
 )
+
+session_windows = sa.Table(
+    "session_windows",
+    metadata,
+    sa.Column("session_id", sa.String(200), primary_key=True),
+    sa.Column("start_ns", sa.BigInteger, nullable=False),
+    sa.Column("words", sa.Text, nullable=False),
+    sa.Column("seen_at", sa.Double, nullable=False, index=True),
+)
+"""The last query of each active session, for the regeneration detector (shared by replicas)."""

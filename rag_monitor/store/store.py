@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from rag_monitor.record import QueryRecord
 
-from .coordination import Locks, Releases
+from .coordination import Locks, Releases, SessionWindows
 from .drift import DriftRuns, Reservoirs
 from .engine import Database
 from .ingest import IngestBatch, IngestOutcome, PendingSpans
@@ -74,6 +74,7 @@ class Store:
         self._runs = DriftRuns(self._db)
         self._locks = Locks(self._db)
         self._releases = Releases(self._db)
+        self._session_windows = SessionWindows(self._db)
         self._pending = PendingSpans(self._db)
 
     @property
@@ -395,6 +396,14 @@ class Store:
 
     def releases(self) -> list[Release]:
         return self._releases.all()
+
+    def swap_session_windows(self, latest: dict[str, tuple[int, list[str]]], *,
+                             now: float | None = None) -> dict[str, tuple[int, list[str]]]:
+        """Each session's last query (start_ns, words), replaced where newer; returns the previous ones."""
+        return self._session_windows.swap(latest, now=now)
+
+    def prune_session_windows(self, before: float) -> int:
+        return self._session_windows.prune(before)
 
     def latest_releases(self, keep: int) -> list[Release]:
         """Each service's ``keep`` most recently first-seen releases (the labelled ones), newest first."""

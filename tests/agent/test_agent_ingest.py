@@ -92,7 +92,9 @@ def test_regenerations_explicit_and_inferred(running_agent, sdk):
     sdk.force_flush()
     rv = {"release": "2026.11.30", "variant": "production", "intent": "billing"}  # per intent too
     wait_until(lambda: running_agent.metric("rag_regenerations_total", {**rv, "source": "explicit"}) == 1, timeout=10, what="explicit")
-    assert running_agent.metric("rag_regenerations_total", {**rv, "source": "inferred"}) == 1
+    wait_until(lambda: running_agent.metric("rag_regenerations_total", {**rv, "source": "inferred"}) == 1,
+               timeout=10, what="inferred (the regeneration job's next tick)")
+    assert running_agent.metric("rag_regenerations_total", {**rv, "source": "explicit"}) == 1
 
 
 def test_refusal_and_error_are_counted(running_agent, sdk):

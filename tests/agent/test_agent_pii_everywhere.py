@@ -4,6 +4,8 @@ Phoenix), not in /metrics. Identifiers that carry PII become keyed pseudonyms th
 
 from __future__ import annotations
 
+import gzip
+
 import json
 import sqlite3
 import threading
@@ -36,7 +38,8 @@ class OTLPSink:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
-                bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                bodies.append(gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.end_headers()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 import urllib.parse
 import urllib.request
 
@@ -123,3 +124,21 @@ def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_
     verdicts = [r.metric_sum("rag_drift_p_value", signal="intent", detector="chi_square") for r in replicas]
     assert verdicts[0] == verdicts[1] == pytest.approx(done[0]["p_value"])
     store.close()
+
+
+def test_a_reask_routed_to_the_other_replica_counts_as_a_regeneration(start_agent, postgres_url):
+    replicas = [start_agent(store_url=postgres_url), start_agent(store_url=postgres_url)]
+    monitors = [rag_monitor.init(service_name="svc", endpoint=r.otlp_url, release="r1") for r in replicas]
+    try:
+        for monitor, question in zip(monitors, ["How do I cancel my plan?", "how do i cancel my plan"]):
+            with monitor.query(question, session_id="s-42") as q:
+                q.answer("Settings > Billing.")
+            assert monitor.force_flush(timeout_s=10)
+            wait_until(lambda q=q: replicas[0].store.get_recent(q.trace_id) is not None, timeout=10, what="the query stored")
+    finally:
+        for monitor in monitors:
+            monitor.shutdown()
+    inferred = lambda: [r.metric_sum("rag_regenerations_total", source="inferred") for r in replicas]  # noqa: E731
+    wait_until(lambda: inferred() == [0, 1], timeout=10, what="the second replica to see the first one's query")
+    time.sleep(1.5)  # and nothing more after the next ticks
+    assert inferred() == [0, 1]

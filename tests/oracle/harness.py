@@ -106,6 +106,10 @@ def send(traffic: Traffic, agents: list) -> None:
     expected_queries = len(truth.records)
     wait_until(lambda: sum(a.metric_sum("rag_queries_total") for a in agents) >= expected_queries, timeout=60,
                what=f"{expected_queries} queries counted")
+    counted_at = time.time()
+    # Inferred regenerations are counted by each agent's regeneration job, off the request path.
+    wait_until(lambda: all(a.metric_sum("rag_agent_job_last_success_timestamp_seconds", job="regeneration") > counted_at
+                           for a in agents), timeout=30, what="a regeneration check after the last query")
     time.sleep(RECENT_TTL_S + 1.0)
     for batch in traffic.phases[1]:
         for replica, body in batch.split(n).items():

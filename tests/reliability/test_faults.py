@@ -3,6 +3,7 @@ down or slow for the SDK. Real processes, real databases, real sockets on loopba
 
 from __future__ import annotations
 
+import gzip
 import http.server
 import os
 import signal
@@ -103,6 +104,8 @@ class _PhoenixHandler(http.server.BaseHTTPRequestHandler):
         with server.lock:
             server.hanging -= 1
         if self.path == "/v1/traces":
+            if self.headers.get("Content-Encoding") == "gzip":  # the agent's exporter compresses
+                body = gzip.decompress(body)
             request = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
             n = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
             with server.lock:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.record import Document, FilterApplied, QueryRecord, StageTiming
-from rag_monitor.store import Release
+from rag_monitor.store import Release, StoreUnavailable, open_store
 
 
 def record(i: int, **fields) -> QueryRecord:
@@ -42,13 +43,58 @@ def test_stage_names_outside_the_known_set_fold():
     assert registry.get_sample_value("rag_stage_duration_seconds_count", {**labels, "stage": "other"}) == 1
 
 
-def test_inferred_regeneration_needs_same_session_similar_query_within_window():
-    detector = RegenerationDetector(window_s=60, similarity=0.8)
-    assert not detector.is_regeneration(record(0, session_id="s", query="how do I cancel my plan"))
-    assert detector.is_regeneration(record(10, session_id="s", query="How do I cancel my plan?"))
-    assert not detector.is_regeneration(record(20, session_id="s", query="what are your opening hours"))
-    assert not detector.is_regeneration(record(200, session_id="s", query="what are your opening hours"))  # too late
-    assert not detector.is_regeneration(record(201, session_id="other", query="what are your opening hours"))
+@pytest.fixture
+def sqlite_store(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    yield store
+    store.close()
+
+
+def detector_counting(store, **kwargs):
+    counted: list[tuple[str, str]] = []
+    unchecked = [0]
+    detector = RegenerationDetector(store, on_regeneration=lambda *labels: counted.append(labels),
+                                    on_unchecked=lambda n: unchecked.__setitem__(0, unchecked[0] + n), **kwargs)
+    labels_of = lambda r: (r.release, r.variant, r.intent or "unknown")  # noqa: E731
+    return detector, counted, unchecked, labels_of
+
+
+def test_inferred_regeneration_needs_same_session_similar_query_within_window(sqlite_store):
+    detector, counted, _, labels_of = detector_counting(sqlite_store, window_s=60, similarity=0.8)
+
+    def regenerated(r) -> bool:
+        detector.offer([r], labels_of)
+        return detector.tick() == 1
+
+    assert not regenerated(record(0, session_id="s", query="how do I cancel my plan"))
+    assert regenerated(record(10, session_id="s", query="How do I cancel my plan?"))
+    assert not regenerated(record(20, session_id="s", query="what are your opening hours"))
+    assert not regenerated(record(200, session_id="s", query="what are your opening hours"))  # too late
+    assert not regenerated(record(201, session_id="other", query="what are your opening hours"))
+    assert counted == [("r1", "production", "unknown")]
+
+
+def test_regeneration_within_one_batch_and_a_resent_query_is_no_reask(sqlite_store):
+    detector, counted, _, labels_of = detector_counting(sqlite_store, window_s=60, similarity=0.8)
+    first, again = record(1, session_id="s", query="reset my password"), record(5, session_id="s", query="Reset my password!")
+    detector.offer([again, first], labels_of)
+    assert detector.tick() == 1  # ordered by start time, not arrival
+    detector.offer([again], labels_of)
+    assert detector.tick() == 0  # an exporter's retry of the same query
+
+
+class UnavailableStore:
+    def swap_session_windows(self, latest):
+        raise StoreUnavailable("database is locked")
+
+
+def test_regeneration_checks_are_bounded_and_what_is_dropped_or_unchecked_is_counted():
+    detector, _, unchecked, labels_of = detector_counting(UnavailableStore(), window_s=60, similarity=0.8, max_queue=3)
+    detector.offer([record(i, session_id=f"s{i}", query="hello") for i in range(5)], labels_of)
+    assert unchecked == [2]  # the oldest two fell off the bounded queue
+    with pytest.raises(StoreUnavailable):  # the job logs it and counts a failed run
+        detector.tick()
+    assert unchecked == [5]
 
 
 def test_filter_exclusions_and_unpriced_models():
@@ -62,11 +108,14 @@ def test_filter_exclusions_and_unpriced_models():
     assert obs.observe(record(2, llm_model="known", prompt_tokens=10, llm_calls=1)) == 0.001
 
 
-def test_regeneration_memory_follows_active_sessions():
-    detector = RegenerationDetector(window_s=60, similarity=0.8)
-    for i in range(1000):  # a new session every second
-        detector.is_regeneration(record(i, session_id=f"s{i}", query="hello"))
-    assert len(detector._last) <= 61
+def test_idle_session_windows_are_pruned(sqlite_store):
+    now = [1000.0]
+    detector = RegenerationDetector(sqlite_store, window_s=60, similarity=0.8, clock=lambda: now[0])
+    for i in range(10):
+        sqlite_store.swap_session_windows({f"s{i}": (i, ["hello"])}, now=1000.0 + i * 10)
+    now[0] = 1000.0 + 125  # sessions last seen before 1065 can no longer regenerate
+    assert detector.prune() == 7
+    assert detector.prune() == 0
 
 
 def test_filter_outcomes_count_each_query_once_per_kind_as_the_description_says():

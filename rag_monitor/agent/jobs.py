@@ -1,0 +1,153 @@
+"""Every periodic job of the agent, declared in one place and run by one APScheduler.
+
+A ``Job`` has a name, the callable it runs, its interval (a setting) and, when it must run on
+one replica at a time, a lease in the shared store (``store/coordination.py``'s lease locks,
+named ``job:<name>``, renewed by each run of the holder and taken over once it lapses). Every run
+updates ``rag_agent_job_last_success_timestamp_seconds{job}`` and
+``rag_agent_job_duration_seconds{job}``; a run that raises is logged and counted in
+``rag_agent_job_failures_total{job}`` and the schedule goes on.
+
+To add a job, declare it in ``agent_jobs`` below with its interval setting (or, for a job outside
+the agent's planes, ``agent.jobs.add(Job(...))`` before ``agent.start()``).
+
+    scheduler = JobScheduler(metrics, try_lock=store.try_lock, holder="agent-1")
+    scheduler.add(Job("expiry", pipeline.expire, interval_s=5.0))
+    scheduler.start(); ...; scheduler.shutdown()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from apscheduler.jobstores.base import JobLookupError
+
+from rag_monitor.alerts.metrics import AgentMetrics
+
+if TYPE_CHECKING:
+    from rag_monitor.agent.service import Agent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    run: Callable[[], object]
+    interval_s: float
+    lease_s: float = 0.0
+    """> 0: one replica at a time runs it, holding the store lease ``job:<name>`` this long."""
+
+
+class JobScheduler:
+    """One APScheduler ``BackgroundScheduler`` for the process: its own thread and worker pool."""
+
+    def __init__(self, metrics: AgentMetrics, try_lock: Callable[[str, str, float], bool] | None = None,
+                 holder: str = "agent", max_workers: int = 8):
+        self.metrics = metrics
+        self.try_lock = try_lock
+        self.holder = holder
+        self.max_workers = max_workers
+        self.jobs: dict[str, Job] = {}
+        self._running: dict[str, threading.Lock] = {}
+        self._scheduler = None
+
+    def add(self, job: Job) -> None:
+        if job.name in self.jobs:
+            raise ValueError(f"job {job.name!r} is declared twice")
+        if not job.interval_s > 0:
+            raise ValueError(f"job {job.name!r}: interval must be positive, got {job.interval_s!r}")
+        if job.lease_s and self.try_lock is None:
+            raise ValueError(f"job {job.name!r} needs a lease but the scheduler has no store")
+        self.jobs[job.name] = job
+        self._running[job.name] = threading.Lock()
+        if self._scheduler is not None:
+            self._schedule(job)
+
+    def run(self, name: str) -> bool:
+        """Run one job now (the scheduler's entry point, and tests'); False when another replica holds its lease."""
+        job = self.jobs[name]
+        running = self._running[name]
+        if not running.acquire(blocking=False):
+            return False  # still running from the last tick: this tick is skipped (coalesced)
+        try:
+            if job.lease_s and not self.try_lock(f"job:{job.name}", self.holder, job.lease_s):
+                return False
+            started = time.monotonic()
+            try:
+                job.run()
+            except Exception:  # noqa: BLE001 - one bad run must not stop the schedule
+                self.metrics.job_failures.labels(job.name).inc()
+                log.exception("periodic job %s failed", job.name)
+                return True
+            finally:
+                self.metrics.job_duration.labels(job.name).observe(time.monotonic() - started)
+            self.metrics.job_last_success.labels(job.name).set(time.time())
+            return True
+        finally:
+            running.release()
+
+    def wakeup(self, name: str) -> None:
+        """Run a job now rather than at its next tick (e.g. forwarding, when spans arrive in an empty queue)."""
+        from datetime import datetime, timezone
+
+        if self._scheduler is not None and self._scheduler.running:
+            with contextlib.suppress(JobLookupError):
+                self._scheduler.modify_job(name, next_run_time=datetime.now(timezone.utc))
+
+    def _schedule(self, job: Job) -> None:
+        # A slow run makes the next ticks no-ops (``run`` skips while one runs) instead of piling up;
+        # two instances let that skip happen quietly rather than as APScheduler's warning.
+        self._scheduler.add_job(functools.partial(self.run, job.name), "interval", seconds=job.interval_s,
+                                id=job.name, name=job.name, coalesce=True, max_instances=2,
+                                misfire_grace_time=None)
+
+    def start(self) -> None:
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        self._scheduler = BackgroundScheduler(daemon=True, executors={"default": ThreadPoolExecutor(self.max_workers)})
+        for job in self.jobs.values():
+            self._schedule(job)
+        self._scheduler.start()
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop firing; with ``wait``, return once running jobs have finished."""
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=wait)
+
+
+def agent_jobs(agent: Agent) -> list[Job]:
+    """The agent's periodic jobs, with their interval settings and leases."""
+    from rag_monitor.detectors.jobs import fire_interval_s
+
+    s = agent.settings
+    expiry_s = max(1.0, min(10.0, agent.limits.root_timeout_s / 4))
+    jobs = [
+        # Pending traces live in this process: every replica expires its own.
+        Job("expiry", agent.pipeline.expire, expiry_s),
+        # Every replica checks the queries it received against the shared session windows.
+        Job("regeneration", agent.regeneration.tick, s.regeneration_check_interval_s),
+        # Store-wide clean-up: one replica is enough.
+        Job("store_pruning", agent.prune_store, s.prune_interval_s, lease_s=max(30.0, 3 * s.prune_interval_s)),
+        # ScoringLoop takes its own (fenced) scoring lease inside the tick.
+        Job("scoring", agent.scoring.tick, s.score_interval_s),
+        # Every replica answers scrapes, so every replica refreshes its cache (incrementally).
+        Job("scrape_cache", agent.review_stats.refresh, s.scrape_cache_interval_s),
+    ]
+    if getattr(agent, "judging", None) is not None:  # the LLM judge beside the scorer, its own lease inside
+        jobs.append(Job("judging", agent.judging.tick, s.score_interval_s))
+    if agent.forwarder is not None:
+        jobs.append(Job("forwarding", agent.forwarder.drain, s.forward_interval_s))
+    if agent.profiles:
+        jobs.append(Job("drift_feed", agent.drift_feed.tick, s.drift_feed_interval_s))
+        # Each run claims its schedule slot in the store (Store.claim_run): once across replicas.
+        jobs += [Job(f"drift:{p.name}", functools.partial(agent.drift.run_due, p), fire_interval_s(p))
+                 for p in agent.profiles]
+    return jobs
