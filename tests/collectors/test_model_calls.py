@@ -120,14 +120,22 @@ def _hidden_query_records(capture):
     return records
 
 
-def test_hidden_content_is_marked_and_never_compared():
+def test_hidden_content_is_marked_and_never_compared(tmp_path):
+    from rag_monitor.store import open_store
+
     records = _hidden_query_records(CaptureConfig(hide_inputs=True, hide_outputs=True, hide_document_content=True))
     for record in records:
         assert record.hidden == ["query", "answer", "documents"]
         assert (record.query, record.answer, record.retrieved[0].content, record.retrieved[0].id) == ("", "", "", "d1")
-    detector = RegenerationDetector(window_s=600, similarity=0.8)
-    # two different hidden questions in one session: no inferred regeneration (not two equal placeholders)
-    assert [detector.is_regeneration(r) for r in records] == [False, False]
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        detector = RegenerationDetector(store, window_s=600, similarity=0.8)
+        # two different hidden questions in one session: no inferred regeneration (not two equal placeholders)
+        for record in records:
+            detector.offer([record], lambda r: (r.release, r.variant, "unknown"))
+        assert detector.tick() == 0
+    finally:
+        store.close()
 
 
 def test_openinference_placeholder_counts_as_hidden():

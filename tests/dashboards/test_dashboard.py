@@ -78,13 +78,23 @@ def test_links_to_phoenix_and_the_review_page():
 # --- against a real Prometheus holding the quick demo's traffic ----------------------------------
 
 
+NOT_IN_THE_DEMO = {
+    "rag_judge_": "the LLM judge runs only with judge_url set; the demo has no chat endpoint",
+    "rag_review_agreement_": "agreement needs two reviewers on one item; the demo's simulated reviewer is one",
+}
+"""Metric prefixes whose panels have no series in the demo, and why."""
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # the quick demo: about a minute alone, several on a loaded machine
 def test_every_panel_query_returns_series_from_the_demo(demo_run):
     _, answers = demo_run
-    empty = [expr for expr, series in answers.items() if not series]
+    empty = [expr for expr, series in answers.items() if not series and not any(m in expr for m in NOT_IN_THE_DEMO)]
     assert empty == [], "queries without series:\n" + "\n".join(empty)
+    # The exemptions stay honest: each names metrics a panel really queries.
+    assert all(any(m in expr for expr in answers) for m in NOT_IN_THE_DEMO)
+
     # Not only zeros: the traffic panels carry the demo's numbers.
     by_title = dict(dashboard.queries(committed()))
     assert max(answers[by_title["Queries / s"]][0]["values"]) > 0

@@ -519,7 +519,9 @@ def test_protobuf_requests_are_accepted_or_rejected_with_a_message(fuzz_agent):
     m = fuzz_agent.metric_sum
     # the bad parts were really exercised, and counted rather than crashing anything
     assert m("rag_agent_attributes_truncated_total") and m("rag_agent_embeddings_rejected_total", reason="not_finite"), counts
-    assert m("rag_agent_embeddings_rejected_total", reason="wrong_dimension") and m("rag_agent_traces_dropped_total", reason="evicted")
+    # A model's dimension is a vote over its recent vectors, so random traffic seldom makes a
+    # rejection; tests/collectors/test_assembly.py checks that path with known vectors.
+    assert m("rag_agent_traces_dropped_total", reason="evicted")
     assert_still_usable(fuzz_agent, counts)
 
 
