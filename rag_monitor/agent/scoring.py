@@ -112,22 +112,30 @@ class ScoringLoop:
         items = self.store.unscored_items(self.scorer.name, limit=self.batch)
         self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
         done = 0
+        annotations: list[tuple[dict, list]] = []
         for start in range(0, len(items), self.chunk):
             if start:  # renew per chunk; a token that moved by more than our own takeover means another scorer
                 renewed = self.store.acquire_lock(self.lock_name, self.holder, self.lease_s, now=self._now())
                 if renewed is None or renewed > token + 1:
                     break
                 token = renewed
-            counted = self._score_chunk(items[start:start + self.chunk], token)
+            counted = self._score_chunk(items[start:start + self.chunk], token, annotations)
             if counted is None:
                 break
             done += counted
         if items:
             self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
+        if self.annotate is not None and annotations:
+            # After every chunk's metrics: a slow Phoenix must not hold them up, and a hanging one
+            # costs one timeout per tick, not one per chunk.
+            self._annotate({k: r for records, _ in annotations for k, r in records.items()},
+                           [s for _, scores in annotations for s in scores])
         return done
 
-    def _score_chunk(self, items: list, token: int) -> int | None:
-        """Score, write under the fence, then count; None when the fence refused the write."""
+    def _score_chunk(self, items: list, token: int, annotations: list) -> int | None:
+        """Score, write under the fence, then count; None when the fence refused the write.
+
+        The written scores are appended to ``annotations`` for Phoenix, annotated once the tick is done."""
         records = {item.trace_id: item.query_record for item in items}
         weights = {item.trace_id: item.counted_weight for item in items}
         scores, pairs = [], []
@@ -157,8 +165,7 @@ class ScoringLoop:
             m.faithfulness_weighted.labels(release, variant, s.scorer, verdict).inc(s.weight)
             if s.value is not None:
                 m.faithfulness_score.labels(release, variant, s.scorer).observe(s.value)
-        if self.annotate is not None:  # after the metrics: a slow Phoenix must not hold them up
-            self._annotate(records, scores)
+        annotations.append((records, scores))
         return len(scores)
 
     def _annotate(self, records: dict, scores: list) -> None:
@@ -203,7 +210,10 @@ def phoenix_annotator(base_url: str) -> Callable[[str, object], None]:
             explanation=explanation(score.claims) or score.error,
             metadata={"scorer": score.scorer, "scorer_version": score.scorer_version, "threshold": score.threshold,
                       "weight": score.weight},
-            sync=True,
+            # Queued in Phoenix, not inserted in the request: Phoenix ingests forwarded spans in the
+            # background, and a queued annotation whose span is not in yet is retried there, where a
+            # synchronous one would be refused (404) and lost.
+            sync=False,
         )
 
     return annotate

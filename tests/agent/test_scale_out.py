@@ -22,6 +22,7 @@ from tests.services import free_port, require_binary, stop_process, wait_until
 pytestmark = pytest.mark.integration
 
 QUERIES = 60
+REFERENCE = 20  # the count reference: the first queries sent
 INTENTS = ["billing", "cards", "loans"]
 
 
@@ -52,7 +53,7 @@ def promql(port: int, expr: str) -> list:
 def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_url, tmp_path):
     prometheus = require_binary("prometheus")
     (tmp_path / "profiles.yaml").write_text(
-        "profiles:\n  - {name: intent-chi, signal: intent, detector: chi_square, reference_size: 20,"
+        f"profiles:\n  - {{name: intent-chi, signal: intent, detector: chi_square, reference_size: {REFERENCE},"
         " current_size: 20, min_current: 20, interval_s: 1, reference_days: null}\n"
     )
     (tmp_path / "sampling.yaml").write_text("base_rate: 1.0\n")
@@ -64,10 +65,18 @@ def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_
     monitor = rag_monitor.init(service_name="svc", release="r1",
                                span_exporter=TraceIdRouter([r.otlp_url for r in replicas]))
     try:
-        for i in range(QUERIES):
-            with monitor.query(f"question {i}", intent=INTENTS[i % 3]) as q:
-                q.answer("answer")
-        assert monitor.force_flush(10)
+        # Windows never overlap the reference (a count reference ends at its newest item), and each
+        # replica fills the shared reference from its own batches: traffic sent while it is being
+        # captured may land past its end on one replica and before it on the other. So the test
+        # fills the reference first, then sends the traffic the drift windows test.
+        for phase in (range(REFERENCE), range(REFERENCE, QUERIES)):
+            for i in phase:
+                with monitor.query(f"question {i}", intent=INTENTS[i % 3]) as q:
+                    q.answer("answer")
+            assert monitor.force_flush(10)
+            if phase.start == 0:
+                wait_until(lambda: getattr(store.reservoir_info("intent", "reference"), "size", 0) == REFERENCE,
+                           timeout=20, what="the reference captured")
     finally:
         monitor.shutdown()
     wait_until(lambda: sum(r.metric_sum("rag_queries_total") for r in replicas) == QUERIES, timeout=20, what="every query counted")
