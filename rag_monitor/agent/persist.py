@@ -103,7 +103,7 @@ class IngestWriter:
                 batch.pair_halves.append(record)  # a shadow item queued before its production half
         written = Written()
         for late in output.late_feedback:
-            record, item = self._late_feedback(late.trace_id, late.feedback)
+            record, item = self._late_feedback(late.trace_id, late.feedback, now)
             written.late.append((record, late.feedback))
             if item is not None:
                 batch.items.append(item)
@@ -128,7 +128,7 @@ class IngestWriter:
             return None
         return batch_records.get(record.shadow_of) or self.store.get_recent(record.shadow_of)
 
-    def _late_feedback(self, trace_id: str, feedback: Feedback) -> tuple[QueryRecord | None, QueueWrite | None]:
+    def _late_feedback(self, trace_id: str, feedback: Feedback, now: float | None = None) -> tuple[QueryRecord | None, QueueWrite | None]:
         """The query of late feedback; a thumbs-down raises its inclusion probability.
 
         Only while the query is in the recent-records cache: a complaint after that changes
@@ -136,7 +136,7 @@ class IngestWriter:
         can weight exactly. A query the complaint pulls in adds 0 to the weighted counters (they
         already counted the draw that missed it); a queued one keeps what it added.
         """
-        record = self.store.get_recent(trace_id)
+        record = self.store.get_recent(trace_id, live=True, now=now)
         if feedback.kind != semconv.FEEDBACK_THUMBS_DOWN or record is None:
             return record, None
         record.feedback.append(feedback)

@@ -50,11 +50,14 @@ class RecentRecords:
             conn.execute(self._upsert, rows)
         return len(rows)
 
-    def get(self, trace_id: str) -> QueryRecord | None:
+    def get(self, trace_id: str, *, live: bool = False, now: float | None = None) -> QueryRecord | None:
+        """The cached record; with ``live``, None for one older than the ttl even if not pruned yet
+        (pruning is a periodic job: the ttl, not its schedule, decides what a late complaint can do)."""
+        query = sa.select(recent_records.c.record).where(recent_records.c.trace_id == trace_id)
+        if live:
+            query = query.where(recent_records.c.added_at >= (now_s() if now is None else now) - self.ttl_s)
         with self._db.read() as conn:
-            text = conn.execute(
-                sa.select(recent_records.c.record).where(recent_records.c.trace_id == trace_id)
-            ).scalar_one_or_none()
+            text = conn.execute(query).scalar_one_or_none()
         return QueryRecord.from_dict(json.loads(text)) if text is not None else None
 
     def count(self) -> int:

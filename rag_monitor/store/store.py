@@ -124,8 +124,9 @@ class Store:
         """Cache a batch of redacted records in one transaction; returns the batch size."""
         return self._recent.put(records, now)
 
-    def get_recent(self, trace_id: str) -> QueryRecord | None:
-        return self._recent.get(trace_id)
+    def get_recent(self, trace_id: str, *, live: bool = False, now: float | None = None) -> QueryRecord | None:
+        """A cached record; ``live``: only while within ``recent_ttl_s`` (expired but unpruned: None)."""
+        return self._recent.get(trace_id, live=live, now=now)
 
     def recent_count(self) -> int:
         return self._recent.count()

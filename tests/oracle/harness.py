@@ -96,12 +96,50 @@ class Run:
     dump: str = ""
 
 
+def _regeneration_check_at(agent) -> float:
+    return agent.metric_sum("rag_agent_job_last_success_timestamp_seconds", job="regeneration")
+
+
+def regeneration_checked(agents: list) -> None:
+    """Wait until each agent's regeneration job has checked the queries it acknowledged so far.
+
+    The job runs off the request path, on whatever its queue holds at a tick: were the next batch
+    sent first, a replica could check a session's later query before another replica had stored
+    the earlier one in the shared session windows (an order real traffic, minutes apart, never
+    has, but the oracle replays days in seconds). Two completed ticks after the post: the first
+    may have taken its queue before the post arrived.
+    """
+    posted = time.time()
+    for agent in agents:
+        wait_until(lambda a=agent: _regeneration_check_at(a) > posted, timeout=30,
+                   what="a regeneration check after the batch", interval=0.02)
+        first = _regeneration_check_at(agent)
+        wait_until(lambda a=agent: _regeneration_check_at(a) > first, timeout=30,
+                   what="a second regeneration check after the batch", interval=0.02)
+
+
+def _runs(batch, replicas: int) -> list[tuple[int, list]]:
+    """The batch's spans routed by trace id (as a load-balancing Collector does), cut into runs of
+    consecutive spans for one replica: roots come in query order, so a session's earlier query
+    reaches the shared session windows before its re-ask, whichever replica each went to."""
+    runs: list[tuple[int, list]] = []
+    for span in batch.spans:
+        replica = span.context.trace_id % replicas
+        if runs and runs[-1][0] == replica:
+            runs[-1][1].append(span)
+        else:
+            runs.append((replica, [span]))
+    return runs
+
+
 def send(traffic: Traffic, agents: list) -> None:
     """Phase 0 (traffic), then, once the recent-records TTL has passed, phase 1 (late feedback)."""
     n = len(agents)
     for batch in traffic.phases[0]:
-        for replica, body in batch.split(n).items():
-            post(agents[replica].otlp_url, body)
+        for replica, spans in _runs(batch, n):
+            post(agents[replica].otlp_url, batch.body(spans))
+            if any(span.parent is None for span in spans):  # roots: queries to check for re-asks
+                regeneration_checked([agents[replica]])
     truth = traffic.truth
     expected_queries = len(truth.records)
     wait_until(lambda: sum(a.metric_sum("rag_queries_total") for a in agents) >= expected_queries, timeout=60,

@@ -29,7 +29,7 @@ def _settings(tmp_path, sink: OtlpSink, **more) -> dict:
     sampling = tmp_path / "sampling.yaml"
     sampling.write_text(yaml.safe_dump(SAMPLING))
     return dict(sampling_config=str(sampling), recent_ttl_s=RECENT_TTL_S, root_timeout_s=2.0,
-                score_interval_s=0.5, phoenix_url=sink.url, detector_profiles="",
+                score_interval_s=0.5, regeneration_check_interval_s=0.1, phoenix_url=sink.url, detector_profiles="",
                 review_tokens=f"oracle:reviewer:{hash_token(REVIEWER_TOKEN)}", **more)
 
 
@@ -66,7 +66,10 @@ def test_oracle_one_agent_on_sqlite(start_agent, tmp_path, sink):
 
 def test_oracle_two_agents_on_postgresql(start_agent_process, postgres_url, tmp_path, sink):
     traffic = simulate(seed=12, queries=QUERIES)
-    settings = _settings(tmp_path, sink, store_url=postgres_url)
+    # Replicas sharing a store share the pseudonym key (as the settings require): else a session id
+    # carrying PII gets a different pseudonym on each replica, and a re-ask routed to the other
+    # replica lands in another session window.
+    settings = _settings(tmp_path, sink, store_url=postgres_url, pseudonym_key="oracle-pseudonym-key")
     agents = [start_agent_process(ready_timeout_s=180, **settings) for _ in range(2)]
     outcome = run_oracle(traffic, agents, postgres_url, sink, [a.log.name for a in agents])
     assert outcome.reviewed > 0
