@@ -77,3 +77,18 @@ def explanation(claims: Sequence[Claim], limit: int = EXPLANATION_LIMIT) -> str 
         lines.append(f"- [{c.verdict}] {c.text}{why}")
     text = "\n".join(lines)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class ClaimScorer:
+    """What every claim-level scorer derives from its ``encode`` and ``assess_encoded``."""
+
+    def score_encoded(self, batch: Sequence) -> list[float | None]:
+        return [a.value for a in self.assess_encoded(batch)]
+
+    def score(self, premises: Sequence[str | Sequence[str]], hypotheses: Sequence[str]) -> list[float | None]:
+        if len(premises) != len(hypotheses):
+            raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
+        return self.score_encoded([self.encode(p, h) for p, h in zip(premises, hypotheses)])
+
+    def assess(self, premise: str | Sequence[str], hypothesis: str) -> Assessment:
+        return self.assess_encoded([self.encode(premise, hypothesis)])[0]

@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from rag_monitor.faithfulness.claims import CLAIM_VERDICTS, SUPPORTED, Assessment, Claim
+from rag_monitor.faithfulness.claims import CLAIM_VERDICTS, SUPPORTED, Assessment, Claim, ClaimScorer
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ def _suppressed():
     return context.attach(context.set_value(context._SUPPRESS_INSTRUMENTATION_KEY, True))
 
 
-class JudgeScorer:
+class JudgeScorer(ClaimScorer):
     """``llm-judge-v1``: the scorer interface over an OpenAI-compatible chat endpoint."""
 
     name = JUDGE_NAME
@@ -196,17 +196,6 @@ class JudgeScorer:
     def assess_encoded(self, batch: Sequence[JudgePair]) -> list[Assessment]:
         """Judge a batch, at most ``concurrency`` requests at a time; results in order."""
         return list(self._pool.map(self._assess_one, batch))
-
-    def score_encoded(self, batch: Sequence[JudgePair]) -> list[float | None]:
-        return [a.value for a in self.assess_encoded(batch)]
-
-    def score(self, premises: Sequence[str | Sequence[str]], hypotheses: Sequence[str]) -> list[float | None]:
-        if len(premises) != len(hypotheses):
-            raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
-        return self.score_encoded([self.encode(p, h) for p, h in zip(premises, hypotheses)])
-
-    def assess(self, premise: str | Sequence[str], hypothesis: str) -> Assessment:
-        return self.assess_encoded([self.encode(premise, hypothesis)])[0]
 
     # --- one pair -----------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_monitor.faithfulness.claims import CONTRADICTED, NOT_IN_CONTEXT, SUPPORTED, Assessment, Claim
+from rag_monitor.faithfulness.claims import CONTRADICTED, NOT_IN_CONTEXT, SUPPORTED, Assessment, Claim, ClaimScorer
 from rag_monitor.faithfulness.lexical import claim_terms, context_vocabulary, support_score
 from rag_monitor.faithfulness.thresholds import shipped_threshold
 
@@ -78,7 +78,7 @@ class SupportPair:
     truncated: bool = False
 
 
-class SupportScorer:
+class SupportScorer(ClaimScorer):
     """``support-v1`` (see the module docstring): 1.0 = every answer sentence is supported."""
 
     name = SUPPORT_NAME
@@ -136,17 +136,6 @@ class SupportScorer:
             texts += [*(sentences(context) or [context]), *sentences(_CITATION.sub("", pair.answer))]
         vectors = self._vectors(texts)
         return [self._assess(pair, vectors) for pair in batch]
-
-    def score_encoded(self, batch: Sequence[SupportPair]) -> list[float | None]:
-        return [a.value for a in self.assess_encoded(batch)]
-
-    def score(self, premises: Sequence[str | Sequence[str]], hypotheses: Sequence[str]) -> list[float | None]:
-        if len(premises) != len(hypotheses):
-            raise ValueError(f"{len(premises)} premises but {len(hypotheses)} hypotheses")
-        return self.score_encoded([self.encode(p, h) for p, h in zip(premises, hypotheses)])
-
-    def assess(self, premise: str | Sequence[str], hypothesis: str) -> Assessment:
-        return self.assess_encoded([self.encode(premise, hypothesis)])[0]
 
     # --- one pair ------------------------------------------------------------------------
 
