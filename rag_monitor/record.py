@@ -88,7 +88,7 @@ class ModelCall:
     """One model call of the query, priced with its own model: an LLM generation, an embedding, a rerank."""
 
     kind: str
-    """``llm``, ``embedding`` or ``rerank``."""
+    """``llm``, ``embedding``, ``rerank`` or ``retrieval`` (``model`` is then the data source searched)."""
     model: str | None
     input_tokens: int = 0
     output_tokens: int = 0
@@ -142,6 +142,8 @@ class QueryRecord:
     feedback: list[Feedback] = field(default_factory=list)
     model_calls: list[ModelCall] = field(default_factory=list)
     """Every LLM, embedding and rerank call, each with its own model and tokens."""
+    cache: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The app's cache lookups during the query: ``{"embedding": {"hit": 2, "miss": 1}}``."""
     hidden: list[str] = field(default_factory=list)
     """Which of ``HIDDEN_FIELDS`` the app hid: never scored, embedded or compared for regenerations."""
     error: str | None = None

@@ -106,6 +106,10 @@ GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 GEN_AI_RETRIEVAL_QUERY_TEXT = "gen_ai.retrieval.query.text"
 GEN_AI_RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
 """A JSON array of ``{"id", "score", "content"?}`` objects."""
+GEN_AI_DATA_SOURCE_ID = "gen_ai.data_source.id"
+"""On a retrieval span: the data source (index, collection) searched; prices per-call retrievals."""
+DB_SYSTEM_NAME = "db.system.name"
+"""OTel database conventions: the vector store a retrieval queried (``qdrant``, ``pinecone``, ...)."""
 GEN_AI_OPERATION_CHAT = "chat"
 GEN_AI_OPERATION_GENERATE_CONTENT = "generate_content"
 GEN_AI_OPERATION_TEXT_COMPLETION = "text_completion"
@@ -174,6 +178,32 @@ EMBEDDING_ROLE_QUERY = "query"
 EMBEDDING_ROLE_DOCUMENT = "document"
 EMBEDDING_ROLES = (EMBEDDING_ROLE_QUERY, EMBEDDING_ROLE_DOCUMENT)
 
+# Index freshness. Neither OpenInference nor the GenAI conventions describe ingestion (LlamaIndex
+# and LangChain instrumentations emit EMBEDDING spans while indexing, with no commit time).
+RAG_INDEX_SPAN_NAME = "rag.index"
+"""The name of the SDK's index-event span (a trace of its own): a document version became searchable."""
+RAG_INDEX_DOCUMENT_ID = "rag.index.document_id"
+"""Marks an index event: any span carrying it (an app's own ingestion span too) is read as one."""
+RAG_INDEX_COMMITTED_AT = "rag.index.committed_at"
+"""Unix seconds when this version of the document was committed at its source."""
+RAG_INDEX_INDEXED_AT = "rag.index.indexed_at"
+"""Unix seconds when it became searchable; absent: the span's end time."""
+RAG_INDEX_SOURCE = "rag.index.source"
+"""Where the document comes from (``confluence``, ``s3://policies``): a label, folded to the first N."""
+DOCUMENT_COMMITTED_AT_KEY = "committed_at"
+"""The ``document.metadata`` key carrying the commit time of the version a retrieval returned
+(Unix seconds or ISO 8601); other keys are configurable (``mapping.document_committed_at_metadata_keys``)."""
+
+RAG_CACHE_PREFIX = "rag.cache"
+"""On the root span: ``rag.cache.{kind}.hits`` and ``rag.cache.{kind}.misses``, lookups in the app's
+caches during the query (``cache_attribute``). The prompt (KV) cache is read from token counts."""
+CACHE_EMBEDDING = "embedding"
+CACHE_RETRIEVAL = "retrieval"
+CACHE_RESPONSE = "response"
+CACHE_KINDS = (CACHE_EMBEDDING, CACHE_RETRIEVAL, CACHE_RESPONSE)
+CACHE_PROMPT = "prompt"
+"""The provider's prompt cache: ``llm.token_count.prompt_details.cache_read`` / ``gen_ai.usage.cache_read.input_tokens``."""
+
 RAG_TRUNCATED = "rag.truncated"
 """A string array of the attribute keys the SDK truncated at the source."""
 
@@ -233,6 +263,11 @@ def reranker_input_document_prefix(i: int) -> str:
 
 def reranker_output_document_prefix(i: int) -> str:
     return f"{RERANKER_OUTPUT_DOCUMENTS}.{i}."
+
+
+def cache_attribute(kind: str, hit: bool) -> str:
+    """``rag.cache.{kind}.hits`` or ``rag.cache.{kind}.misses``."""
+    return f"{RAG_CACHE_PREFIX}.{kind}.{'hits' if hit else 'misses'}"
 
 
 def embedding_prefix(i: int) -> str:

@@ -56,6 +56,7 @@ class AgentSettings:
     redaction_rules: str = _setting("default", "Extra PII redaction rules on top of the built-in ones (`default`: the shipped `collectors/redaction.yaml`; a path; empty: built-ins only).")
     pseudonym_key: str = _setting("", "Secret key of the HMAC-SHA256 pseudonyms that replace identifiers carrying PII (session, user, tenant and document ids); empty: a random key kept in `data_dir`/pseudonym.key. Replicas sharing a store must set the same key.")
     price_table: str = _setting("default", "USD per million tokens per model, cost computed in the agent (`default`: the shipped `collectors/prices.yaml`; a path; empty: no prices).")
+    storage_usd_per_query: float = _setting(0.0, "A per-query share of the index's storage bill (USD), added to every priced query's cost as component `storage`; 0: none.")
     # 0 below means: take the value from `ingest_config` (or its built-in default).
     max_body_bytes: int = _setting(0, "Largest OTLP body accepted after decompression (413 beyond); 0: from `ingest_config` (8 MiB).")
     max_attribute_chars: int = _setting(0, "Longer string attributes are truncated and counted; 0: from `ingest_config`.")

@@ -20,6 +20,8 @@ from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.record import Feedback, ModelCall, QueryRecord
 
 _WORD = re.compile(r"\w+")
+_COMPONENT_OF_CALL = {"llm": "generation", "embedding": "embedding", "rerank": "rerank", "retrieval": "retrieval"}
+"""The cost component each kind of call belongs to (``rag_query_component_cost_usd``)."""
 
 
 def _tokens(text: str) -> frozenset[str]:
@@ -160,11 +162,18 @@ class QueryObserver:
         top_tenants: int = 20,
         top_releases: int = 10,
         clock=time.time,
+        cache_saving=None,
+        storage_usd_per_query: float = 0.0,
     ):
         self.metrics = metrics
         self._children = _MetricChildren(metrics)
         self.cost_of = cost_of
         """``cost_of(call: ModelCall) -> float | None``: one call at its model's price (``PriceTable.call_cost``)."""
+        self.cache_saving = cache_saving
+        """``cache_saving(call) -> float``: what the prompt cache saved on the call (``PriceTable.cache_saving``)."""
+        self.storage_usd_per_query = storage_usd_per_query
+        """A per-query share of the index's storage bill, added to every priced query (0: none)."""
+        self.cache_kind = LabelFolder(len(semconv.CACHE_KINDS), allowed=semconv.CACHE_KINDS)
         self.intent = LabelFolder(top_intents)
         self.tenant = LabelFolder(top_tenants)
         self.releases = ReleaseLabels(metrics, top_releases)
@@ -195,6 +204,10 @@ class QueryObserver:
             m.time_to_first_token.labels(release, variant).observe(record.time_to_first_token_s)
 
         cost = self._observe_calls(record, release, variant)
+        for kind, outcomes in record.cache.items():
+            for outcome, n in outcomes.items():
+                if outcome in ("hit", "miss"):
+                    m.cache_requests.labels(release, variant, self.cache_kind(kind), outcome).inc(n)
 
         # Per query, not per filter: the recording rules divide these by the query count.
         outcomes: dict[str, set[str]] = {}
@@ -229,24 +242,36 @@ class QueryObserver:
         if not calls and (record.llm_calls or record.total_tokens):  # a record made before model_calls
             calls = [ModelCall("llm", record.llm_model, record.prompt_tokens, record.completion_tokens)]
         total, priced, unpriced = 0.0, 0, set()
+        components: dict[str, float] = {}
         for call in calls:
             model = self.model(call.model)
             for kind, n in (("prompt", call.input_tokens), ("completion", call.output_tokens), ("cached_prompt", call.cached_input_tokens)):
                 if n:
                     m.tokens.labels(release, variant, kind, model).inc(n)
-            if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
-                continue  # an embedding without token counts: nothing to price
+            if call.cached_input_tokens and self.cache_saving is not None:
+                saved = self.cache_saving(call)
+                if saved:
+                    m.cache_saved.labels(release, variant, semconv.CACHE_PROMPT).inc(saved)
             cost = self.cost_of(call)
             if cost is None:
+                if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
+                    continue  # a rerank or retrieval without tokens or a per-call price: nothing to price
                 unpriced.add(model)
-            else:
-                total, priced = total + cost, priced + 1
-                m.cost.labels(release, variant, model).inc(cost)
+                continue
+            total, priced = total + cost, priced + 1
+            m.cost.labels(release, variant, model).inc(cost)
+            component = _COMPONENT_OF_CALL.get(call.kind, "generation")
+            components[component] = components.get(component, 0.0) + cost
         for model in unpriced:
             m.unpriced.labels(model).inc()
         if not priced or unpriced:
             return None
+        if self.storage_usd_per_query:
+            components["storage"] = self.storage_usd_per_query
+            total += self.storage_usd_per_query
         m.query_cost.labels(release, variant).observe(total)
+        for component, usd in components.items():
+            m.component_cost.labels(release, variant, component).observe(usd)
         return total
 
     def observe_feedback(self, record: QueryRecord | None, feedback: Feedback) -> None:

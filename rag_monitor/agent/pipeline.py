@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rag_monitor.agent.freshness import FreshnessTracker
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.persist import IngestWriter
 from rag_monitor.alerts.metrics import AgentMetrics
@@ -48,6 +49,7 @@ class IngestPipeline:
         metrics: AgentMetrics,
         observer: QueryObserver,
         regeneration: RegenerationDetector | None = None,
+        freshness: FreshnessTracker | None = None,
         assembler: TraceAssembler,
         redactor: Redactor,
         sampler: Sampler,
@@ -61,6 +63,8 @@ class IngestPipeline:
         self.observer = observer
         self.regeneration = regeneration
         """Offered every batch of kept records (O(1)); its job checks them against the store."""
+        self.freshness = freshness
+        """Takes the index events out of each request (into the store) and checks records for stale documents."""
         self.assembler = assembler
         self.redactor = redactor
         self.sampler = sampler
@@ -87,15 +91,17 @@ class IngestPipeline:
 
         with self._lock:
             try:
-                merged = self.writer.with_stored_spans(spans)
+                # Index events are not queries: into the store first, the rest to assembly.
+                query_spans = self.freshness.take_events(spans) if self.freshness is not None else spans
+                merged = self.writer.with_stored_spans(query_spans)
             except StoreUnavailable:
                 m.store_errors.labels("ingest").inc()
                 raise
             output = self.assembler.add(merged)
             try:
-                self._process(output, spans)
+                self._process(output, query_spans)
             except StoreUnavailable:
-                self.assembler.reopen(output, resent=spans)
+                self.assembler.reopen(output, resent=query_spans)
                 m.store_errors.labels("ingest").inc()
                 raise
         m.spans_received.inc(len(spans))
@@ -143,6 +149,8 @@ class IngestPipeline:
             self.observer.observe(record)
         if self.regeneration is not None:
             self.regeneration.offer(written.records, self.observer.regeneration_labels)
+        if self.freshness is not None and written.records:
+            self.freshness.observe(written.records, self.observer.labels_of)
         for record, feedback in written.late:
             self.observer.observe_feedback(record, feedback)
         if written.records and self.on_records is not None:

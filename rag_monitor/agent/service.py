@@ -32,6 +32,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 
 from rag_monitor.agent.forwarder import ReadableSpans, SpanForwarder, phoenix_exporter
+from rag_monitor.agent.freshness import FreshnessTracker
 from rag_monitor.agent.http import health_routes, metrics_routes, otlp_app
 from rag_monitor.agent.jobs import JobScheduler, agent_jobs
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
@@ -170,6 +171,7 @@ class Agent:
         self.observer = QueryObserver(
             self.metrics, self.prices.call_cost,
             top_intents=s.top_intents, top_tenants=s.top_tenants, top_releases=s.top_releases,
+            cache_saving=self.prices.cache_saving, storage_usd_per_query=s.storage_usd_per_query,
         )
         self.regeneration = RegenerationDetector(
             self.store, s.regeneration_window_s, s.regeneration_similarity,
@@ -185,12 +187,14 @@ class Agent:
                 max_queue=s.forward_queue_spans,
                 on_pending=lambda: self.jobs.wakeup("forwarding"),
             )
+        assembler = TraceAssembler.from_limits(self.limits)
         self.pipeline = IngestPipeline(
             store=self.store,
+            freshness=FreshnessTracker(self.store, self.metrics, assembler.settings.document_committed_at_metadata_keys),
             metrics=self.metrics,
             observer=self.observer,
             regeneration=self.regeneration,
-            assembler=TraceAssembler.from_limits(self.limits),
+            assembler=assembler,
             redactor=self.redactor,
             sampler=self.sampler,
             limits=self.limits,

@@ -36,6 +36,12 @@ SCORE_BUCKETS = tuple(i / 20 for i in range(1, 21))
 STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 JOB_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 JUDGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# Commit-to-searchable lag: from a streaming indexer (seconds) to a weekly batch rebuild.
+FRESHNESS_BUCKETS = (
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0,
+    43200.0, 86400.0, 172800.0, 345600.0, 604800.0,
+)
+COST_COMPONENTS = ("embedding", "retrieval", "rerank", "generation", "storage")
 
 METRIC_PREFIX = "rag_"
 
@@ -84,9 +90,22 @@ class AgentMetrics:
         self.query_cost = Histogram("rag_query_cost_usd", "Cost of one query in USD, from tokens and the price table.", rv, buckets=COST_BUCKETS_USD, registry=r)
         self.cost = Counter("rag_cost_usd_total", "Cost in USD of every LLM, embedding and rerank call, by the call's own model.", [*rv, "model"], registry=r)
         self.tokens = Counter("rag_tokens_total", "Tokens by kind (prompt, completion; cached_prompt is the part of prompt read from the provider's cache) and the call's model.", [*rv, "kind", "model"], registry=r)
+        self.component_cost = Histogram(
+            "rag_query_component_cost_usd",
+            "Cost in USD of one part of a fully priced query: component=embedding, retrieval, rerank, generation (every LLM call), and storage (storage_usd_per_query, when set); rag_query_cost_usd is their sum.",
+            [*rv, "component"], buckets=COST_BUCKETS_USD, registry=r,
+        )
+        self.cache_requests = Counter("rag_cache_requests_total", "Lookups in the app's caches (cache=embedding, retrieval, response) by outcome (hit, miss); the prompt cache is rag_tokens_total{kind=\"cached_prompt\"}.", [*rv, "cache", "outcome"], registry=r)
+        self.cache_saved = Counter("rag_cache_saved_usd_total", "USD the provider's prompt cache saved (cache=prompt): cached prompt tokens priced at the input rate minus the cached rate.", [*rv, "cache"], registry=r)
         self.unpriced = Counter("rag_unpriced_queries_total", "Queries with a model call whose model is missing from the price table, by that model.", ["model"], registry=r)
         self.release_info = Gauge("rag_release_info", "1 for every release seen, with its service.", ["service", "release"], registry=r)
         self.release_first_seen = Gauge("rag_release_first_seen_timestamp_seconds", "When the agents first saw each release (Unix time).", ["service", "release"], registry=r)
+
+        # --- index freshness ---
+        self.freshness_lag = Histogram("rag_index_freshness_lag_seconds", "Commit-to-searchable lag of each new document version, from index events, by source.", ["source"], buckets=FRESHNESS_BUCKETS, registry=r)
+        self.index_events = Counter("rag_index_events_total", "Index events by outcome: new_version (lag observed), not_newer (re-sent, re-indexed or older than the newest known), invalid.", ["outcome"], registry=r)
+        self.index_checked_queries = Counter("rag_index_checked_queries_total", "Queries served at least one document whose served version (metadata commit time) and newest version (index events) are known.", rv, registry=r)
+        self.index_stale_queries = Counter("rag_index_stale_queries_total", "Of the checked queries, those served a document older than its newest version committed before the query started.", rv, registry=r)
 
         # --- user feedback ---
         self.feedback = Counter("rag_feedback_total", "User feedback events by kind.", [*rv, "kind"], registry=r)

@@ -27,7 +27,9 @@ from typing import Any
 from rag_monitor import semconv as sc
 from rag_monitor.collectors.documents import HIDDEN_VALUE, assign_embeddings, documents, genai_documents, output_document_ids, vectors
 from rag_monitor.collectors.otlp import STATUS_ERROR, Span
-from rag_monitor.collectors.usage import CALL_EMBEDDING, CALL_LLM, CALL_RERANK, call_kind, has_tokens, model_call
+from rag_monitor.collectors.usage import (
+    CALL_EMBEDDING, CALL_LLM, CALL_RERANK, cache_lookups, call_kind, has_tokens, model_call, retrieval_call,
+)
 from rag_monitor.collectors.values import (
     as_float,
     as_int,
@@ -69,6 +71,9 @@ class DialectSettings:
     query_input_keys: tuple[str, ...] = ("query", "question", "input", "query_str")
     """Keys of a JSON ``input.value`` object that hold the user's query."""
     answer_output_keys: tuple[str, ...] = ("answer", "output", "response", "result", "text")
+    document_committed_at_metadata_keys: tuple[str, ...] = (sc.DOCUMENT_COMMITTED_AT_KEY, "last_modified", "updated_at", "last_modified_date")
+    """Metadata keys tried, in order, for the commit time of the document version a query was served
+    (Unix seconds, ISO 8601 or a date: LlamaIndex's file readers set ``last_modified_date``)."""
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any] | None) -> DialectSettings:
@@ -240,6 +245,7 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
         shadow_of=optional_str(attrs.get(sc.RAG_SHADOW_OF)),
         error=(root.status_message or "error") if root.status_code == STATUS_ERROR else None,
         hidden=_hidden(attrs),
+        cache=cache_lookups(attrs),
     )
     if "query" not in record.hidden:
         record.query = input_text(attrs.get(sc.INPUT_VALUE), settings)
@@ -262,8 +268,8 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
             if kind == CALL_LLM:
                 record.model_calls.append(call)
                 chat_spans.append(span)
-            elif has_tokens(call) or (kind == CALL_EMBEDDING and call.model):
-                record.model_calls.append(call)
+            elif has_tokens(call) or (kind in (CALL_EMBEDDING, CALL_RERANK) and call.model):
+                record.model_calls.append(call)  # a tokenless rerank may be priced per call
         if span is root:
             continue
         if is_feedback_span(span):
@@ -295,6 +301,9 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
         if sc.RAG_CONTEXT_DOCUMENT_IDS in a:
             context_ids = string_list(a[sc.RAG_CONTEXT_DOCUMENT_IDS])
         if stage == sc.STAGE_RETRIEVE:
+            searched = None if nested else retrieval_call(span)
+            if searched is not None:
+                record.model_calls.append(searched)
             # Outermost retriever that has documents wins; an inner one repeats them (LlamaIndex).
             if not any(p.span_id in retriever_with_docs for p in ancestors):
                 docs = documents(a, sc.RETRIEVAL_DOCUMENTS, id_keys, output_document_ids(a.get(sc.OUTPUT_VALUE))) or genai_documents(a)

@@ -12,6 +12,12 @@ a prefix (a pattern ending in ``*``); matching ignores case, and the most specif
 (the longest) wins, so ``gpt-4o-mini*`` beats ``gpt-4o*`` whatever their order in the file.
 An unknown model costs ``None`` (never 0: a free-looking query would hide spend) unless the
 table sets ``unknown:`` prices, and is counted either way.
+
+Calls billed per request rather than per token (a reranker billed per search, a managed vector
+index per query) are rows of ``calls:``, ``per_call`` or ``per_1k_calls`` USD, matched the same
+way against the reranker's model or the retrieval's data source (``gen_ai.data_source.id``): a
+call that matches one is billed per call, whatever tokens it reports. A rerank or retrieval with
+neither tokens nor a per-call price costs nothing, as before.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any
 
 from rag_monitor.record import ModelCall
 
-__all__ = ["ModelPrice", "PriceTable"]
+__all__ = ["CallPrice", "ModelPrice", "PriceTable"]
 
 _MAX_CACHED_MODELS = 4096
 
@@ -46,6 +52,34 @@ class ModelPrice:
                 + completion_tokens * self.output_per_million) / 1e6
 
 
+@dataclass(frozen=True, slots=True)
+class CallPrice:
+    pattern: str
+    usd_per_call: float
+
+
+def _call_price(pattern: str, item: Any, where: str) -> CallPrice:
+    keys = set(item) if isinstance(item, dict) else set()
+    if len(keys & {"per_call", "per_1k_calls"}) != 1 or keys - {"per_call", "per_1k_calls"}:
+        raise ValueError(f"{where}: call price for {pattern!r} needs one of 'per_call' or 'per_1k_calls' (USD), got {item!r}")
+    try:
+        usd = float(item["per_call"]) if "per_call" in item else float(item["per_1k_calls"]) / 1000
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: call price for {pattern!r} must be a number, got {item!r}") from None
+    if usd < 0:
+        raise ValueError(f"{where}: negative price for {pattern!r}: {item!r}")
+    return CallPrice(pattern.lower(), usd)
+
+
+def _most_specific_first(prices: list) -> list:
+    return sorted(prices, key=lambda p: len(p.pattern.rstrip("*")), reverse=True)
+
+
+def _match(prices: list, key: str):
+    return next((p for p in prices if p.pattern == key), None) or next(
+        (p for p in prices if fnmatch.fnmatchcase(key, p.pattern)), None)
+
+
 def _price(pattern: str, item: dict[str, Any], where: str) -> ModelPrice:
     try:
         prices = float(item["input"]), float(item.get("output", 0.0))
@@ -63,9 +97,10 @@ def _price(pattern: str, item: dict[str, Any], where: str) -> ModelPrice:
 class PriceTable:
     """Model name -> USD per million input/output tokens."""
 
-    def __init__(self, prices: list[ModelPrice], unknown: ModelPrice | None = None):
+    def __init__(self, prices: list[ModelPrice], unknown: ModelPrice | None = None, calls: list[CallPrice] = ()):
         # Longest pattern first = most specific first.
-        self.prices = sorted(prices, key=lambda p: len(p.pattern.rstrip("*")), reverse=True)
+        self.prices = _most_specific_first(prices)
+        self.calls = _most_specific_first(list(calls))
         self.unknown = unknown
         self.unknown_models: Counter[str] = Counter()
         self._cache: dict[str, ModelPrice | None] = {}
@@ -76,10 +111,14 @@ class PriceTable:
         models = data.get("models") or {}
         if not isinstance(models, dict):
             raise ValueError(f"{where}: 'models' must map model patterns to prices, got {type(models).__name__}")
+        calls = data.get("calls") or {}
+        if not isinstance(calls, dict):
+            raise ValueError(f"{where}: 'calls' must map model or data-source patterns to per-call prices, got {type(calls).__name__}")
         unknown = data.get("unknown")
         return cls(
             [_price(str(pattern), item, where) for pattern, item in models.items()],
             _price("*", unknown, where) if unknown else None,
+            [_call_price(str(pattern), item, where) for pattern, item in calls.items()],
         )
 
     @classmethod
@@ -97,17 +136,37 @@ class PriceTable:
         key = model.strip().lower()
         if key in self._cache:
             return self._cache[key]
-        found = next((p for p in self.prices if p.pattern == key), None) or next(
-            (p for p in self.prices if fnmatch.fnmatchcase(key, p.pattern)), None
-        )
+        found = _match(self.prices, key)
         with self._lock:
             if len(self._cache) < _MAX_CACHED_MODELS:  # model names are few; bound it anyway
                 self._cache[key] = found
         return found
 
+    def per_call(self, name: str | None) -> float | None:
+        """USD per call for a model or data source in ``calls:``; None when no row matches."""
+        if not name or not self.calls:
+            return None
+        found = _match(self.calls, name.strip().lower())
+        return None if found is None else found.usd_per_call
+
     def call_cost(self, call: ModelCall) -> float | None:
-        """USD for one model call at its own model's price; None for an unpriced model."""
+        """USD for one call: per call when ``calls:`` prices it, else its tokens at its own model's
+        price; None for an unpriced model, and for a tokenless rerank or retrieval without a per-call price."""
+        per_call = self.per_call(call.model)
+        if per_call is not None:
+            return per_call
+        if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
+            return None
         return self.cost(call.model, call.input_tokens, call.output_tokens, call.cached_input_tokens)
+
+    def cache_saving(self, call: ModelCall) -> float:
+        """USD the provider's prompt cache saved on ``call``: its cached tokens at the input rate
+        minus at the cached rate (0 without a cached rate, or for an unpriced model)."""
+        price = self.lookup(call.model) if call.model and call.cached_input_tokens else None
+        if price is None or price.cached_input_per_million is None:
+            return 0.0
+        cached = min(call.cached_input_tokens, call.input_tokens)
+        return cached * (price.input_per_million - price.cached_input_per_million) / 1e6
 
     def cost(self, model: str | None, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float | None:
         """USD for one call; None for an unpriced model."""

@@ -1,5 +1,6 @@
 """Model calls out of spans: which spans are LLM, embedding and rerank calls, with their model
-and tokens (prompt, completion, cached prompt), in the three dialects' attribute names."""
+and tokens (prompt, completion, cached prompt), in the three dialects' attribute names; the
+retrievals that name their data source (priced per call); the app's cache lookups."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from rag_monitor.collectors.otlp import Span
 from rag_monitor.collectors.values import as_int
 from rag_monitor.record import ModelCall
 
-__all__ = ["CALL_EMBEDDING", "CALL_LLM", "CALL_RERANK", "call_kind", "model_call"]
+__all__ = ["CALL_EMBEDDING", "CALL_LLM", "CALL_RERANK", "CALL_RETRIEVAL", "cache_lookups", "call_kind", "model_call", "retrieval_call"]
 
-CALL_LLM, CALL_EMBEDDING, CALL_RERANK = "llm", "embedding", "rerank"
+CALL_LLM, CALL_EMBEDDING, CALL_RERANK, CALL_RETRIEVAL = "llm", "embedding", "rerank", "retrieval"
 _BY_SPAN_KIND = {sc.SPAN_KIND_LLM: CALL_LLM, sc.SPAN_KIND_EMBEDDING: CALL_EMBEDDING, sc.SPAN_KIND_RERANKER: CALL_RERANK}
 _BY_OPERATION = {
     sc.GEN_AI_OPERATION_CHAT: CALL_LLM,
@@ -61,3 +62,23 @@ def model_call(span: Span, kind: str) -> ModelCall:
 
 def has_tokens(call: ModelCall) -> bool:
     return bool(call.input_tokens or call.output_tokens)
+
+
+def retrieval_call(span: Span) -> ModelCall | None:
+    """A retrieval as a call of its data source (``gen_ai.data_source.id``, else the vector store's
+    ``db.system.name``), so a per-call price applies; None when the span names neither."""
+    source = _first(span.attributes, sc.GEN_AI_DATA_SOURCE_ID, sc.DB_SYSTEM_NAME)
+    return None if source in (None, "") else ModelCall(kind=CALL_RETRIEVAL, model=str(source))
+
+
+_CACHE_KEYS = [(kind, outcome, sc.cache_attribute(kind, hit)) for kind in sc.CACHE_KINDS for outcome, hit in (("hit", True), ("miss", False))]
+
+
+def cache_lookups(attrs: dict) -> dict[str, dict[str, int]]:
+    """``{"embedding": {"hit": 2, "miss": 1}, ...}`` from the root's ``rag.cache.*`` counts."""
+    out: dict[str, dict[str, int]] = {}
+    for kind, outcome, key in _CACHE_KEYS:
+        n = as_int(attrs.get(key)) if key in attrs else 0
+        if n > 0:
+            out.setdefault(kind, {})[outcome] = n
+    return out

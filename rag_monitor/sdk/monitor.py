@@ -13,7 +13,10 @@ feedback sent later, from anywhere, lands under the query's root span::
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from opentelemetry import trace
@@ -236,6 +239,41 @@ class Monitor:
         except Exception:  # noqa: BLE001
             log.internal_error("feedback")
 
+    def index_event(
+        self,
+        document_id: str,
+        committed_at: float | datetime,
+        indexed_at: float | datetime | None = None,
+        source: str | None = None,
+    ) -> None:
+        """A document version became searchable: call it from the indexer when the version is in.
+
+        ``committed_at``: when this version was committed at its source; ``indexed_at``: when it
+        became searchable (default now); both Unix seconds or timezone-aware datetimes. The agent
+        exports the lag between them (``rag_index_freshness_lag_seconds``) and remembers each
+        document's newest version, so a query served an older one counts as stale. One span in a
+        trace of its own. Bad arguments raise ValueError (a bug in the indexer, not in traffic).
+        """
+        if not document_id or not isinstance(document_id, str):
+            raise ValueError(f"document_id={document_id!r}: a non-empty string is required")
+        committed = _unix_seconds("committed_at", committed_at)
+        indexed = time.time() if indexed_at is None else _unix_seconds("indexed_at", indexed_at)
+        tracer = self._tracer
+        if tracer is None:
+            return
+        try:
+            attrs: dict[str, Any] = {
+                semconv.RAG_INDEX_DOCUMENT_ID: document_id,
+                semconv.RAG_INDEX_COMMITTED_AT: committed,
+                semconv.RAG_INDEX_INDEXED_AT: indexed,
+            }
+            if source is not None:
+                attrs[semconv.RAG_INDEX_SOURCE] = str(source)
+            at = int(indexed * 1e9)
+            tracer.start_span(semconv.RAG_INDEX_SPAN_NAME, context=_ROOT_CONTEXT, attributes=attrs, start_time=at).end(end_time=at)
+        except Exception:  # noqa: BLE001
+            log.internal_error("index_event")
+
     @staticmethod
     def current_query() -> Query | NoopQuery:
         """The query whose ``with`` block is running in this thread or task (no-op if none)."""
@@ -271,6 +309,16 @@ class Monitor:
             self._provider.shutdown()
         except Exception:  # noqa: BLE001
             log.internal_error("shutdown")
+
+
+def _unix_seconds(name: str, value: float | datetime) -> float:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{name}={value!r}: a naive datetime is ambiguous; give it a timezone")
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}={value!r}: expected Unix seconds or a timezone-aware datetime")
+    return float(value)
 
 
 def init(service_name: str, **kwargs: Any) -> Monitor:

@@ -16,6 +16,12 @@ def check_filter_kind(kind: str) -> None:
     if kind not in semconv.FILTER_KINDS:
         raise ValueError(f"filter kind={kind!r}: expected one of {semconv.FILTER_KINDS}")
 
+def check_cache_kind(kind: str) -> None:
+    """Raise ValueError for a cache kind outside ``semconv.CACHE_KINDS``."""
+    if kind not in semconv.CACHE_KINDS:
+        raise ValueError(f"cache kind={kind!r}: expected one of {semconv.CACHE_KINDS}")
+
+
 INVALID_TRACE_ID = "0" * 32
 """The trace id of a no-op query; ``Monitor.feedback`` ignores it."""
 
@@ -74,6 +80,9 @@ class NoopQuery(NoopStage):
         # Validated even when disabled, so the bug shows up where monitoring is off (dev).
         check_filter_kind(kind)
         return NOOP_STAGE
+
+    def cache(self, kind: str, hit: bool, count: int = 1) -> None:
+        check_cache_kind(kind)
     answer = refuse = NoopStage._ignore
 
 

@@ -32,7 +32,7 @@ from rag_monitor.sdk._logging import log
 from rag_monitor.sdk.config import CaptureConfig
 from rag_monitor.sdk.handles import Stage, _SpanHandle
 from rag_monitor.sdk.ids import format_trace_id
-from rag_monitor.sdk.noop import NOOP_QUERY, NOOP_STAGE, NoopQuery, NoopStage, check_filter_kind
+from rag_monitor.sdk.noop import NOOP_QUERY, NOOP_STAGE, NoopQuery, NoopStage, check_cache_kind, check_filter_kind
 from rag_monitor.sdk.stages import FilterStage, GenerateStage, RerankStage, RetrieveStage
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def current_query() -> Query | NoopQuery:
 class Query(_SpanHandle):
     """One RAG query: the root span of its own trace. Create with ``Monitor.query``."""
 
-    __slots__ = ("_tracer", "_parent", "_stages", "_token")
+    __slots__ = ("_tracer", "_parent", "_stages", "_token", "_cache")
 
     def __init__(self, tracer: Tracer, span: Any, capture: CaptureConfig, truncated: list[str] | None) -> None:
         super().__init__(span, capture)
@@ -69,6 +69,7 @@ class Query(_SpanHandle):
         self._parent = trace.set_span_in_context(span, _EMPTY_CONTEXT)
         self._stages: list[Stage] = []
         self._token: contextvars.Token | None = None
+        self._cache: dict[str, int] | None = None
 
     @property
     def trace_id(self) -> str:
@@ -181,13 +182,30 @@ class Query(_SpanHandle):
             stage.excluded_documents(excluded_documents)
         return stage
 
-    def retrieve(self) -> RetrieveStage | NoopStage:
-        """A retrieval (RETRIEVER span); call ``documents()`` on it."""
-        return self._start(
-            RetrieveStage,
-            semconv.STAGE_RETRIEVE,
-            {_KIND: semconv.SPAN_KIND_RETRIEVER, _STAGE: semconv.STAGE_RETRIEVE},
-        )
+    def retrieve(self, data_source: str | None = None) -> RetrieveStage | NoopStage:
+        """A retrieval (RETRIEVER span); call ``documents()`` on it.
+
+        ``data_source`` names the index searched (``gen_ai.data_source.id``): the agent prices the
+        call when ``collectors/prices.yaml`` has a per-call price for it. A document's metadata
+        may carry ``committed_at`` (the version served) for the stale-index share.
+        """
+        attrs: dict[str, Any] = {_KIND: semconv.SPAN_KIND_RETRIEVER, _STAGE: semconv.STAGE_RETRIEVE}
+        if data_source is not None:
+            attrs[semconv.GEN_AI_DATA_SOURCE_ID] = str(data_source)
+        return self._start(RetrieveStage, semconv.STAGE_RETRIEVE, attrs)
+
+    def cache(self, kind: str, hit: bool, count: int = 1) -> None:
+        """Lookups in one of the app's caches during this query: ``kind`` is ``"embedding"``,
+        ``"retrieval"`` or ``"response"`` (else ValueError); ``hit`` whether they were served from it."""
+        check_cache_kind(kind)
+        try:
+            key = semconv.cache_attribute(kind, bool(hit))
+            counts = self._cache if self._cache is not None else {}
+            self._cache = counts
+            counts[key] = counts.get(key, 0) + int(count)
+            self._span.set_attribute(key, counts[key])
+        except Exception:  # noqa: BLE001
+            log.internal_error("cache")
 
     def rerank(self, model: str | None = None, top_k: int | None = None) -> RerankStage | NoopStage:
         """A rerank (RERANKER span); call ``documents()`` with its output."""

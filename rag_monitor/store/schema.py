@@ -233,3 +233,14 @@ session_windows = sa.Table(
     sa.Column("seen_at", sa.Double, nullable=False, index=True),
 )
 """The last query of each active session, for the regeneration detector (shared by replicas)."""
+
+index_documents = sa.Table(
+    "index_documents",
+    metadata,
+    sa.Column("document_id", sa.String(500), primary_key=True),
+    sa.Column("committed_at", sa.Double, nullable=False),
+    sa.Column("indexed_at", sa.Double, nullable=False),
+    sa.Column("source", sa.String(200), nullable=True),
+)
+"""Each document's newest searchable version (from index events), shared by replicas: a query
+served an older version is stale whichever replica assembles it."""

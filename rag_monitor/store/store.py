@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from rag_monitor.record import QueryRecord
 
 from .coordination import Locks, Releases, SessionWindows
+from .documents import IndexDocuments
 from .drift import DriftRuns, Reservoirs
 from .engine import Database
 from .ingest import IngestBatch, IngestOutcome, PendingSpans
@@ -76,6 +77,8 @@ class Store:
         self._releases = Releases(self._db)
         self._session_windows = SessionWindows(self._db)
         self._pending = PendingSpans(self._db)
+        self.index_documents = IndexDocuments(self._db)
+        """Each document's newest searchable version (index events; the stale-index share)."""
 
     @property
     def dialect(self) -> str:

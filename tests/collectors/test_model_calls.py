@@ -3,11 +3,13 @@ query's vector identified, never guessed; LangChain document ids from ``Document
 
 from __future__ import annotations
 
+import pytest
 from opentelemetry.trace import SpanKind
 
 import rag_monitor
 from rag_monitor import semconv as sc
 from rag_monitor.agent.observe import RegenerationDetector
+from rag_monitor.collectors import PriceTable
 from rag_monitor.record import ModelCall
 from rag_monitor.sdk import CaptureConfig
 from tests.collectors.helpers import assemble, memory_tracer
@@ -85,7 +87,7 @@ def test_genai_embeddings_chat_and_cache_read_tokens():
     assert _calls(record) == [("embedding", "text-embedding-3-large", 12, 0, 0), ("llm", "claude-3-5-haiku", 3000, 50, 2500)]
 
 
-def test_a_rerank_call_counts_only_with_tokens():
+def test_a_tokenless_rerank_is_a_call_priced_per_call_or_free():
     with memory_tracer() as (provider, exporter):
         tracer = provider.get_tracer("oi")
         with tracer.start_as_current_span("rag_chain") as root:
@@ -95,7 +97,11 @@ def test_a_rerank_call_counts_only_with_tokens():
             with tracer.start_as_current_span("rerank-paid") as s:
                 s.set_attributes({sc.OPENINFERENCE_SPAN_KIND: "RERANKER", sc.RERANKER_MODEL_NAME: "rerank-v3.5", sc.LLM_TOKEN_COUNT_PROMPT: 400})
         record = assemble(exporter.get_finished_spans())
-    assert record.model_calls == [ModelCall("rerank", "rerank-v3.5", 400)]
+    assert record.model_calls == [ModelCall("rerank", "bge-reranker"), ModelCall("rerank", "rerank-v3.5", 400)]
+    prices = PriceTable.from_mapping({"models": {}, "calls": {"rerank-v3.5": {"per_1k_calls": 2.0}}})
+    # per call (2 USD per 1,000 searches) whatever tokens it reports; no tokens and no row: nothing to price
+    assert [prices.call_cost(c) for c in record.model_calls] == [None, pytest.approx(0.002)]
+    assert not prices.unknown_models
 
 
 # --- hidden content ------------------------------------------------------------------------------

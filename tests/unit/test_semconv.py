@@ -8,8 +8,10 @@ import sys
 from rag_monitor import semconv
 
 # Values, not attribute names: span kinds, stage names, filter kinds, variants, feedback kinds...
-VALUE_PREFIXES = ("SPAN_KIND_", "STAGE_", "FILTER_", "VARIANT_", "FEEDBACK_", "GEN_AI_OPERATION_")
-SPAN_NAMES = ("RAG_QUERY_SPAN_NAME", "RAG_FEEDBACK_SPAN_NAME")
+VALUE_PREFIXES = ("SPAN_KIND_", "STAGE_", "FILTER_", "VARIANT_", "FEEDBACK_", "GEN_AI_OPERATION_", "CACHE_")
+SPAN_NAMES = ("RAG_QUERY_SPAN_NAME", "RAG_FEEDBACK_SPAN_NAME", "RAG_INDEX_SPAN_NAME")
+# Not span attributes: a document metadata key, and the prefix ``cache_attribute`` builds on.
+NOT_ATTRIBUTES = ("DOCUMENT_COMMITTED_AT_KEY", "RAG_CACHE_PREFIX")
 # Flattened lists: ``{prefix}.{i}.{item attribute}``.
 LIST_PREFIXES = {"RETRIEVAL_DOCUMENTS", "RERANKER_INPUT_DOCUMENTS", "RERANKER_OUTPUT_DOCUMENTS", "EMBEDDING_EMBEDDINGS",
                  "LLM_INPUT_MESSAGES", "LLM_OUTPUT_MESSAGES", "RAG_FILTER_EXCLUDED_DOCUMENTS"}
@@ -21,7 +23,7 @@ def names() -> dict[str, str]:
     return {
         k: v for k, v in vars(semconv).items()
         if k.isupper() and isinstance(v, str) and not k.startswith(VALUE_PREFIXES) and k not in SPAN_NAMES
-        and k not in ("FILTER_ENTITLEMENT", "FILTER_RELEVANCE")
+        and k not in ("FILTER_ENTITLEMENT", "FILTER_RELEVANCE") and k not in NOT_ATTRIBUTES
     }
 
 
