@@ -30,6 +30,7 @@ from rag_monitor.alerts.quality_rules import _faithfulness_groups, _filter_group
 from rag_monitor.alerts.regeneration_rules import _regeneration_groups
 from rag_monitor.alerts.rulekit import _triage_groups
 from rag_monitor.alerts.service_rules import _cost_groups, _latency_groups
+from rag_monitor.alerts.signal_rules import _cache_groups, _freshness_groups
 from rag_monitor.alerts.thresholds import (  # noqa: F401 - re-exported: the generator's public API
     SCHEMA, SEVERITIES, ThresholdsError, format_duration, load_thresholds, parse_duration, validate_thresholds,
 )
@@ -46,6 +47,8 @@ RULE_FILES = {
     "filters.yml": _filter_groups,
     "regeneration.yml": _regeneration_groups,
     "cost.yml": _cost_groups,
+    "freshness.yml": _freshness_groups,
+    "cache.yml": _cache_groups,
     "drift.yml": _drift_groups,
 }
 

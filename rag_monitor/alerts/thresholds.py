@@ -33,6 +33,14 @@ SCHEMA: dict[str, dict[str, str]] = {
         "for": "duration", "severity": "severity",
     },
     "cost": {"window": "duration", "max_usd_per_query": "number", "min_queries": "count", "for": "duration", "severity": "severity"},
+    "freshness": {
+        "window": "duration", "p99_slo_seconds": "number", "min_events": "count",
+        "max_stale_ratio": "ratio", "min_checked_queries": "count", "for": "duration", "severity": "severity",
+    },
+    "cache": {
+        "window": "duration", "baseline_window": "duration", "max_relative_drop": "ratio", "min_baseline_ratio": "ratio",
+        "min_requests": "count", "for": "duration", "severity": "severity",
+    },
     "drift": {"min_window_items": "count", "max_result_age": "duration", "for": "duration", "severity": "severity"},
 }
 SEVERITIES = ("page", "warning")
