@@ -106,13 +106,21 @@ def split_index_events(spans: Sequence[Span]) -> tuple[list[IndexEvent], int, li
 
 def served_versions(record: QueryRecord, keys: Iterable[str]) -> dict[str, float]:
     """Document id -> commit time of the version the query was served, for the documents delivered
-    to the generator (those retrieved when nothing says what was delivered) that carry one."""
+    to the generator (those retrieved when nothing says what was delivered) that carry one. A
+    delivered document without metadata (rerankers often drop it) takes its retrieved copy's."""
     keys = tuple(keys)
+
+    def committed_at(doc) -> float | None:
+        return next((t for k in keys if (t := parse_time(doc.metadata.get(k))) is not None), None) if doc.metadata else None
+
+    retrieved = {doc.id: t for doc in record.retrieved if doc.id and (t := committed_at(doc)) is not None}
     out: dict[str, float] = {}
     for doc in record.delivered or record.retrieved:
-        if not doc.id or not doc.metadata:
+        if not doc.id:
             continue
-        committed = next((t for k in keys if (t := parse_time(doc.metadata.get(k))) is not None), None)
+        committed = committed_at(doc)
+        if committed is None:
+            committed = retrieved.get(doc.id)
         if committed is not None:
             out[doc.id] = min(committed, out.get(doc.id, committed))
     return out

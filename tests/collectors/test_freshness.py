@@ -56,6 +56,8 @@ def test_served_versions_from_the_delivered_documents_metadata():
     assert served_versions(record, keys) == {"a": T, "b": T}
     record.delivered = [record.retrieved[1]]  # the reranker kept one: what the generator was served
     assert served_versions(record, keys) == {"b": T}
+    record.delivered = [Document("a"), Document("d")]  # the reranker dropped the metadata: the retrieved copy's
+    assert served_versions(record, keys) == {"a": T}
 
 
 def test_the_sdk_sends_index_events_and_cache_lookups():
