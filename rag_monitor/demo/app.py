@@ -32,10 +32,15 @@ from typing import Any
 from rag_monitor import semconv
 from rag_monitor.demo.corpus import PUBLIC_TENANT, Corpus, Document
 from rag_monitor.demo.embellish import embellish
+from rag_monitor.demo.signals import LookupCache
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 GENERATOR_MODEL = "demo-extractive-1"
 RERANKER_MODEL = "demo-hybrid-reranker-1"
+INDEX_NAME = "demo-help-center"
+"""The data source the retriever searches (priced per call in the demo's price table)."""
+SYSTEM_PROMPT_TOKENS = 400
+"""The generator's fixed prompt prefix: read from the provider's prompt cache when the prefix is stable."""
 
 _WORD = re.compile(r"[a-z0-9äöüß]+")
 _STOPWORDS = frozenset(
@@ -78,11 +83,15 @@ class ReleaseConfig:
     """Share of the question's content words a sentence must cover to be used in an answer."""
     embellish_share: float = 0.0
     """The bad release's generator bug: share of answers given one unsupported extra sentence."""
+    stale_index: bool = False
+    """The bad release's index is a snapshot from before the latest policy updates (``demo/signals.py``)."""
+    cache_key_per_session: bool = False
+    """The bad release's cache bug: the session id in the cache keys and the prompt prefix, so they rarely hit."""
 
 
 GOOD_RELEASE = ReleaseConfig("r1")
 BAD_RELEASE = ReleaseConfig("r2", serve_archived_versions=True, retrieval_delay_s=0.15, generation_delay_s=0.35,
-                            embellish_share=0.5)
+                            embellish_share=0.5, stale_index=True, cache_key_per_session=True)
 
 
 @dataclass(frozen=True)
@@ -224,6 +233,9 @@ class SupportApp:
     _versioned_families: frozenset[str] = field(default=frozenset(), init=False, repr=False)
     _intent_centroids: Any = field(default=None, init=False, repr=False)
     _intent_names: list[str] = field(default_factory=list, init=False, repr=False)
+    versions: dict[str, float] = field(default_factory=dict)
+    """Commit time of the version of each document this release's index serves (``DemoIndex``)."""
+    caches: dict[str, LookupCache] = field(default_factory=lambda: {"embedding": LookupCache(), "retrieval": LookupCache()})
 
     def __post_init__(self) -> None:
         import numpy as np
@@ -321,16 +333,27 @@ class SupportApp:
     def ask(self, question: str, user: User) -> Answer:
         """Answer ``question`` for ``user``; every stage is a span of the query's trace."""
         monitor = self.monitor
+        key = (question, user.session_id) if self.release.cache_key_per_session else question
         with monitor.query(question, session_id=user.session_id, user_id=user.id, tenant=user.tenant) as q:
-            with q.retrieve() as r:
-                vector = self.embedder.encode([question])[0]
-                self.sleep(self.release.retrieval_delay_s)
-                retrieved = self._retrieve(question, vector)
+            vector, retrieved = self.caches["embedding"].get(key), self.caches["retrieval"].get(key)
+            q.cache("embedding", hit=vector is not None)
+            q.cache("retrieval", hit=retrieved is not None)
+            embedded = vector is None
+            with q.retrieve(data_source=None if retrieved is not None else INDEX_NAME) as r:  # a cached result searched nothing
+                if embedded:
+                    vector = self.embedder.encode([question])[0]
+                    self.caches["embedding"].put(key, vector)
+                if retrieved is None:
+                    self.sleep(self.release.retrieval_delay_s)
+                    retrieved = self._retrieve(question, vector)
+                    self.caches["retrieval"].put(key, retrieved)
                 r.documents([
-                    {"id": d.id, "content": d.content, "score": score, "metadata": d.metadata} for d, score in retrieved
+                    {"id": d.id, "content": d.content, "score": score,
+                     "metadata": {**d.metadata, "committed_at": self.versions[d.id]} if d.id in self.versions else d.metadata}
+                    for d, score in retrieved
                 ])
-            # The query's vector, so the agent can watch the query mix drift.
-            q.embed(model=EMBEDDING_MODEL, vectors=[vector])
+            # The query's vector, so the agent can watch the query mix drift; tokens when it was computed.
+            q.embed(model=EMBEDDING_MODEL, vectors=[vector], tokens=_tokens(len(question.split())) if embedded else None)
             intent = self._intent(vector)
             q.set_attribute(semconv.RAG_INTENT, intent)
 
@@ -358,7 +381,8 @@ class SupportApp:
                 text, citations, confidence = self._generate(question, context)
                 text = embellish(text, question, user.id, "\n".join(d.content for d in context), self.release.embellish_share)
                 g.first_token()
-                g.tokens(prompt=_tokens(prompt_words), completion=_tokens(len(text.split())) if text else 0)
+                g.tokens(prompt=SYSTEM_PROMPT_TOKENS + _tokens(prompt_words), completion=_tokens(len(text.split())) if text else 0,
+                         cached_prompt=0 if self.release.cache_key_per_session else SYSTEM_PROMPT_TOKENS)
             if text:
                 q.answer(text, citations=citations, confidence=confidence)
             else:

@@ -202,7 +202,10 @@ def write_report(out_dir: Path, agent: Any, summary: Any, phases: Sequence[Any],
         "drift": drift_plot(runs, alpha, windows),
         "alerts": alerts_plot(firing, windows),
     }
+    from rag_monitor.demo.signals import component_rows
+
     html = render("rag_monitor.demo", "report.html", plots=plots, summary=summary, windows=windows, alerts=firing,
+                  signals=component_rows(getattr(summary, "signals", [])),
                   generated=datetime.now().strftime("%Y-%m-%d %H:%M"))
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.html"

@@ -42,6 +42,8 @@ DEMO_OVERRIDES: dict[str, Any] = {
     "regeneration.min_queries": 5, "regeneration.for": "2s",
     "cost.window": "30s", "cost.for": "2s", "cost.min_queries": 5,
     "drift.for": "0s", "drift.min_window_items": 40,
+    "freshness.window": "1m", "freshness.for": "2s", "freshness.min_events": 5, "freshness.min_checked_queries": 5,
+    "cache.window": "20s", "cache.baseline_window": "1m", "cache.for": "2s", "cache.min_requests": 5,
 }
 # The baseline release must look old (drift, not regression) by the time the shift is tested,
 # and the bad release new while its alerts fire: the window sits between the two.
@@ -151,8 +153,10 @@ def _write_configs(root: Path, quick: bool) -> dict[str, str]:
     shipped = yaml.safe_load((REPO / "collectors" / "prices.yaml").read_text()) if (REPO / "collectors" / "prices.yaml").exists() else {}
     models = dict(shipped.get("models", {}))
     # The extractive generator is free; priced like a small hosted model so cost per query means something.
-    models["demo-extractive-*"] = {"input": 0.15, "output": 0.60}
-    (config / "prices.yaml").write_text(yaml.safe_dump({"models": models}))
+    models["demo-extractive-*"] = {"input": 0.15, "output": 0.60, "cached_input": 0.075}
+    models["all-minilm-l6-v2"] = {"input": 0.02, "output": 0}
+    calls = {**shipped.get("calls", {}), "demo-hybrid-reranker-1": {"per_1k_calls": 1.0}, "demo-help-center": {"per_1k_calls": 0.4}}
+    (config / "prices.yaml").write_text(yaml.safe_dump({"models": models, "calls": calls}))
     (config / "profiles.yaml").write_text(yaml.safe_dump(_drift_profiles(quick)))
     paths = {"sampling_config": str(config / "sampling.yaml"), "price_table": str(config / "prices.yaml"),
              "detector_profiles": str(config / "profiles.yaml")}
@@ -310,6 +314,7 @@ def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free
         "otlp_port": free_port(), "http_port": free_port(), "data_dir": str(root / "agent"),
         "review_tokens": f"demo-reviewer:admin:{hash_token(REVIEW_TOKEN)}", "phoenix_url": phoenix_url,
         "score_interval_s": 1.0, "root_timeout_s": 5.0, "torch_threads": 1, "drift_feed_interval_s": 1.0,
+        "storage_usd_per_query": 0.00001,
         **_write_configs(root, quick),
     }
     agent = Agent(load_settings(overrides=overrides, environ={}))
@@ -323,6 +328,7 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
     from rag_monitor.demo.app import MiniLMEmbedder, SupportApp
     from rag_monitor.demo.corpus import load_corpus
     from rag_monitor.demo.reviewer import SimulatedReviewer
+    from rag_monitor.demo.signals import DemoIndex, LagMarks
     from rag_monitor.demo.traffic import ProgressBar, TrafficRunner, build_script, plan_phases
 
     suffix = "" if run == 1 else f"-{run}"
@@ -337,6 +343,10 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             monitors[name] = rag_monitor.init(service_name=SERVICE_NAME, endpoint=endpoint, release=name, schedule_delay_s=0.5)
     base = SupportApp(corpus, monitors[phases[0].release.name], MiniLMEmbedder(), phases[0].release, cache_dir=root / "cache")
     apps = {p.release.name: base.with_release(p.release, monitors[p.release.name]) for p in phases}
+    index, lag_marks = DemoIndex(corpus, now=time.time()), LagMarks(agent.registry)
+    index.publish(monitors[phases[0].release.name])
+    for app in apps.values():
+        app.versions = index.current
     runner = TrafficRunner(corpus, apps, seed=options.seed)
     drift = DriftRuns(agent.store)
     reviewer = SimulatedReviewer(f"http://127.0.0.1:{agent.settings.http_port}", REVIEW_TOKEN, corpus)
@@ -348,9 +358,12 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
         for i, phase in enumerate(phases):
             say(f"  phase {i + 1}/{len(phases)}: {phase.name}: {phase.description}")
             script = build_script(phase, corpus, options.seed)
+            if phase.release.stale_index:
+                apps[phase.release.name].versions = index.ship_stale_snapshot(monitors[phase.release.name], time.time())
             stats.append(runner.run(phase, script, progress=progress, on_query=lambda a: recent.append(a.trace_id)))
             for monitor in monitors.values():
                 monitor.force_flush()
+            stats[-1].index_lag = lag_marks.delta()
             if phase.name == "baseline":
                 background.append(_Every(3.0, lambda: drift.collect(_phase_now(stats, phases)), "drift"))
                 background.append(_Every(2.0, lambda: reviewer.review_available(25), "reviewer"))

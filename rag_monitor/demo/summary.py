@@ -98,6 +98,8 @@ class DemoSummary:
     thumbs_down_sent: int
     urls: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    signals: list[Any] = field(default_factory=list)
+    """Freshness, stale share, cache hit rates and cost by component per release (``demo/signals.py``)."""
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -143,7 +145,10 @@ def collect_summary(
     thumbs_sent = {t for p in phases for t in p.thumbs_down_trace_ids}
     in_queue = sum(1 for t in thumbs_sent if agent.store.item_for_trace(t) is not None)
     strata = {k[0]: int(v) for k, v in sums_by(registry, "rag_sampled_total", ["stratum"]).items()}
+    from rag_monitor.demo.signals import signal_lines
+
     return DemoSummary(
+        signals=signal_lines(registry, [r.release for r in releases], phases),
         stages=stages, releases=releases, phases=list(phases), drift=[dict(d) for d in drift],
         alerts=_firing_first(alerts), review_queue=dict(depth), review_by_stratum=strata,
         thumbs_down_in_queue=in_queue, thumbs_down_sent=len(thumbs_sent), urls=dict(urls), notes=list(notes),
@@ -190,6 +195,9 @@ def render_summary(s: DemoSummary) -> str:
         false_excl = f"{_pct(r.false_exclusion_rate)} (n={r.false_exclusion_eligible})"
         lines.append(f"  {r.release:<18} {r.queries:7d}  {_ms(p50)}/{_ms(p95)}/{_ms(p99)}  {cost}   {_pct(r.regeneration_rate)}   "
                      f"{_pct(r.refusal_rate)}   {faith:>11}  {_pct(r.relevance_exclusion_rate)}  {false_excl}")
+    from rag_monitor.demo.signals import render_signals
+
+    lines += render_signals(s.signals)
     lines += ["", "Drift verdicts"]
     if not s.drift:
         lines.append("  no drift test ran")

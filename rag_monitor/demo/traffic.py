@@ -116,6 +116,8 @@ class PhaseStats:
     trace_ids: list[str] = field(default_factory=list)
     thumbs_down_trace_ids: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    index_lag: dict[float, float] = field(default_factory=dict)
+    """Freshness-lag histogram buckets added during the phase (``demo/signals.py``)."""
 
 
 class ProgressBar:

@@ -121,7 +121,7 @@ def test_traffic_script_is_deterministic_with_a_seed(corpus):
     assert share(shift) > share(baseline) + 0.3
 
 
-def test_quick_demo_tells_the_story(tmp_path):
+def test_quick_demo_tells_the_story(tmp_path, corpus):
     """Drift raises the drift verdict; the bad release raises false-exclusion, latency and
     faithfulness alerts with the regression triage; the thumbs-down answers reach the review queue."""
     from rag_monitor.demo.run import DemoOptions, run_demo
@@ -142,6 +142,16 @@ def test_quick_demo_tells_the_story(tmp_path):
     sent = {t for p in result.phases for t in p.thumbs_down_trace_ids}
     assert sent and result.summary.thumbs_down_in_queue == len(sent)
     assert "Latency per stage" in result.text and "Alerts that fired" in result.text
+    # r2 ships a stale index (hours of lag, old versions served) and a cache regression.
+    s1, s2 = (next(s for s in result.summary.signals if s.release == name) for name in ("r1", "r2"))
+    assert s1.index_events == len(corpus.documents) and s1.freshness_p50_p99_s[1] < 300
+    assert s2.index_events > 0 and s2.freshness_p50_p99_s[0] > 3600
+    assert s1.stale_share == 0 and s1.checked_queries > 0
+    assert s2.stale_share is not None and s2.stale_share > 0.2
+    assert s1.cache_hit_rates["embedding"] > 2 * s2.cache_hit_rates["embedding"]
+    assert s1.cache_hit_rates["prompt"] > 0.3 and s2.cache_hit_rates["prompt"] == 0
+    assert all(s1.cost_by_component[c] > 0 for c in ("embedding", "retrieval", "rerank", "generation", "storage"))
+    assert "Freshness, caches, cost" in result.text
 
     require(AlertingStack.available(), "prometheus and prometheus-alertmanager binaries")
     firing = result.summary.alerts
@@ -156,3 +166,33 @@ def test_quick_demo_tells_the_story(tmp_path):
         assert name in by_name, sorted(by_name)
         assert by_name[name]["labels"]["triage"] == "regression"
         assert by_name[name]["labels"].get("suspected_release") == "r2"
+
+
+def test_signal_lines_from_known_metrics():
+    """The summary's freshness, stale share, cache and cost-by-component figures, from known counts."""
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry
+
+    from rag_monitor.alerts.metrics import AgentMetrics
+    from rag_monitor.demo.signals import render_signals, signal_lines
+
+    m = AgentMetrics(CollectorRegistry())
+    for usd in (0.003, 0.001):
+        m.query_cost.labels("r1", "production").observe(usd)
+    for component, usd in (("generation", 0.002), ("generation", 0.001), ("rerank", 0.001)):
+        m.component_cost.labels("r1", "production", component).observe(usd)
+    m.index_checked_queries.labels("r1", "production").inc(4)
+    m.index_stale_queries.labels("r1", "production").inc(1)
+    m.cache_requests.labels("r1", "production", "embedding", "hit").inc(3)
+    m.cache_requests.labels("r1", "production", "embedding", "miss").inc(1)
+    m.tokens.labels("r1", "production", "prompt", "x").inc(1000)
+    m.tokens.labels("r1", "production", "cached_prompt", "x").inc(400)
+    phases = [SimpleNamespace(release="r1", index_lag={60.0: 1, 120.0: 2, float("inf"): 2}), SimpleNamespace(release="r1", index_lag={})]
+    (line,) = signal_lines(m.registry, ["r1"], phases)
+    assert line.index_events == 2 and line.freshness_p50_p99_s == (60.0, pytest.approx(118.8))  # interpolated in (60, 120]
+    assert (line.stale_share, line.checked_queries) == (0.25, 4)
+    assert line.cache_hit_rates == {"embedding": 0.75, "retrieval": None, "prompt": 0.4}
+    assert line.cost_by_component == {"embedding": None, "retrieval": None, "rerank": pytest.approx(0.0005),
+                                      "generation": pytest.approx(0.0015), "storage": None}
+    assert "1.0m/2.0m (2)" in render_signals([line])[-1]
