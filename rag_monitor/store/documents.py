@@ -24,10 +24,12 @@ class IndexDocuments:
     def __init__(self, db: Database):
         self._db = db
         t = index_documents
-        select = sa.select(t.c.document_id, t.c.committed_at).where(t.c.document_id.in_(sa.bindparam("ids", expanding=True)))
-        # SQLite's BEGIN IMMEDIATE serialises writers; PostgreSQL locks the rows it reads, so two
-        # replicas given the same event cannot both see it as new.
-        self._select_for_update = select if db.is_sqlite else select.with_for_update()
+        self._select = sa.select(t.c.document_id, t.c.committed_at).where(t.c.document_id.in_(sa.bindparam("ids", expanding=True)))
+        # Two replicas given the same event must not both see it as new. SQLite's BEGIN IMMEDIATE
+        # serialises writers; on PostgreSQL a row lock cannot cover a document not yet stored, so
+        # writers of index events take the table in a mode that excludes each other (and ingest's
+        # readers, ACCESS SHARE, not at all). Index events are few and their transactions short.
+        self._lock = None if db.is_sqlite else sa.text("LOCK TABLE index_documents IN SHARE ROW EXCLUSIVE MODE")
         upsert = db.insert(t)
         self._upsert = upsert.on_conflict_do_update(
             index_elements=["document_id"],
@@ -42,8 +44,10 @@ class IndexDocuments:
         if not events:
             return []
         with self._db.write() as conn:
+            if self._lock is not None:
+                conn.execute(self._lock)
             newest = {r.document_id: r.committed_at
-                      for r in conn.execute(self._select_for_update, {"ids": list({e.document_id for e in events})})}
+                      for r in conn.execute(self._select, {"ids": list({e.document_id for e in events})})}
             advanced, latest = [], {}
             for e in events:
                 previous = newest.get(e.document_id)
