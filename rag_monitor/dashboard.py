@@ -178,6 +178,20 @@ def curated(t: dict) -> dict[str, Callable[[Metric], list[PanelSpec]]]:
             Target(quantile(0.5, m.name), "p50"), Target(quantile(0.99, m.name), "p99"),
             Target(f"{rate(m.name + '_sum')} / {rate(m.name + '_count')}", "mean")), "currencyUSD", m.doc,
             thresholds=(t["cost"]["max_usd_per_query"],))],
+        "rag_query_component_cost_usd": lambda m: [PanelSpec("Mean cost per priced query by component", (
+            Target(f"{rate(m.name + '_sum', ['component'])} / on () group_left {rate('rag_query_cost_usd_count')}", "{{component}}"),),
+            "currencyUSD", m.doc)],
+        "rag_cache_requests_total": lambda m: [PanelSpec("Cache hit rate by cache, and the prompt cache's share of prompt tokens", (
+            Target(ratio(rate(m.name, ["cache"], 'outcome="hit"'), rate(m.name, ["cache"]), ["cache"]), "{{cache}}"),
+            Target(ratio(rate("rag_tokens_total", match='kind="cached_prompt"'), rate("rag_tokens_total", match='kind="prompt"')),
+                   "prompt (tokens)")), "percentunit", m.doc)],
+        "rag_index_freshness_lag_seconds": lambda m: [PanelSpec("Index freshness lag p50 / p99 (commit to searchable)", tuple(
+            Target(quantile(q, m.name), f"p{int(q * 100)}") for q in (0.5, 0.99)), "s", m.doc,
+            thresholds=(t["freshness"]["p99_slo_seconds"],))],
+        "rag_index_stale_queries_total": lambda m: [PanelSpec("Queries served a stale document (share of checked)", (
+            Target(ratio(rate(m.name, ["variant"]), rate("rag_index_checked_queries_total", ["variant"]), ["variant"]), "{{variant}}"),),
+            "percentunit", m.doc, thresholds=(t["freshness"]["max_stale_ratio"],), metrics=("rag_index_checked_queries_total",))],
+        "rag_index_checked_queries_total": lambda m: [],  # with the stale share
         "rag_cost_usd_total": lambda m: [PanelSpec("Cost per second by model", (Target(rate(m.name, ["model"]), "{{model}}"),), "currencyUSD", m.doc)],
         "rag_tokens_total": lambda m: [PanelSpec("Tokens per second by kind and model", (
             Target(rate(m.name, ["kind", "model"]), "{{kind}} {{model}}"),), "short", m.doc)],
