@@ -71,5 +71,7 @@ class FreshnessTracker:
             release, variant = labels_of(record)
             m.index_checked_queries.labels(release, variant).inc()
             started = record.start_ns / 1e9
+            # The definition: a newer version was committed before the query started
+            # (searchable or not yet: a lagging indexer serves everyone the old one meanwhile).
             if any(committed < newest[doc][0] <= started for doc, committed in known.items()):
                 m.index_stale_queries.labels(release, variant).inc()

@@ -68,11 +68,11 @@ rag:index_stale_ratio:checked >= {f['min_checked_queries']}""",
                 f"""
 Meaning: among queries whose served documents carry a version (a commit time in their metadata)
 that index events also know, more than {_pct(f['max_stale_ratio'])} (on at least {f['min_checked_queries']}) got a
-document older than a version already committed and searchable before the query: the index the
-app searched is stale, whatever the indexer reports.
+document older than a version committed before the query started: users were answered from a
+stale index.
 Check first: sum by (release) (rate(rag_index_stale_queries_total[{w}])) for the release that
-carries it, rag:index_freshness_lag_seconds:p99 (a slow indexer makes versions late, not
-stale), and in Phoenix the retrieval spans of the window whose document.metadata committed_at is
+carries it, rag:index_freshness_lag_seconds:p99 (a slow indexer leaves committed versions
+unsearchable for longer: everyone is served the old one meanwhile), and in Phoenix the retrieval spans of the window whose document.metadata committed_at is
 old.
 First step: if triage says regression, check which index or snapshot the release points at (a
 release shipped with an old index) and roll back or repoint it; if drift, check index replicas
