@@ -118,3 +118,19 @@ def test_per_call_prices_and_prompt_cache_savings():
             PriceTable.from_mapping({"calls": {"x-rerank": bad}})
     with pytest.raises(ValueError, match="'calls' must map"):
         PriceTable.from_mapping({"calls": ["rerank"]})
+
+
+def test_a_document_id_with_pii_gets_one_pseudonym_in_index_events_and_retrievals():
+    import json
+
+    from rag_monitor.collectors.redaction import Redactor
+
+    meta = json.dumps({"committed_at": "2026-01-01T00:00:00Z"})
+    spans = [_span(1, **{sc.RAG_INDEX_DOCUMENT_ID: "alice@example.com.pdf", sc.RAG_INDEX_COMMITTED_AT: "2026-01-01T00:00:00Z"}),
+             Span("3" * 32, "4" * 16, None, "retrieve", 1, 0, 1,
+                  attributes={"retrieval.documents.0.document.id": "alice@example.com.pdf", "retrieval.documents.0.document.metadata": meta})]
+    Redactor().redact_spans(spans)
+    events, _, _ = split_index_events(spans)
+    retrieved_id = spans[1].attributes["retrieval.documents.0.document.id"]
+    assert "alice" not in retrieved_id and events[0].document_id == retrieved_id
+    assert events[0].committed_at == T and json.loads(spans[1].attributes["retrieval.documents.0.document.metadata"]) == {"committed_at": "2026-01-01T00:00:00Z"}
