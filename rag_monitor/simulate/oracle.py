@@ -85,6 +85,10 @@ def compare(truth: Truth, texts: list[str], top_releases: int = 10, top_intents:
     for model, usd in sorted(truth.cost.items()):
         _eq(f"cost {model}", usd, m.sum("rag_cost_usd_total", model=model), checks, rel=REL)
     _eq("cost total", sum(truth.cost.values()), m.sum("rag_cost_usd_total"), checks, rel=REL)
+    for component, h in sorted(truth.component_cost.items()):
+        _eq(f"component {component} count", h.count, m.sum("rag_query_component_cost_usd_count", component=component), checks)
+        _eq(f"component {component} sum", h.sum, m.sum("rag_query_component_cost_usd_sum", component=component), checks, rel=REL)
+    _eq("prompt cache saved", truth.prompt_cache_saved, m.sum("rag_cache_saved_usd_total", cache="prompt"), checks, rel=REL)
     for (kind, model), n in sorted(truth.tokens.items()):
         if n:
             _eq(f"tokens {kind} {model}", n, m.sum("rag_tokens_total", kind=kind, model=model), checks)

@@ -44,6 +44,15 @@ def call_cost(prices: dict[str, dict[str, float]], model: str, input_tokens: int
     return ((input_tokens - cached) * price["input"] + cached * cached_rate + output_tokens * price.get("output", 0)) / 1e6
 
 
+def cache_saving(prices: dict[str, dict[str, float]], model: str, cached: int) -> float:
+    """USD the prompt cache saved on a call: cached tokens at the input rate minus the cached rate."""
+    matches = [p for p in prices if fnmatch.fnmatchcase(model.lower(), p)]
+    if not cached or not matches or "cached_input" not in prices[max(matches, key=len)]:
+        return 0.0
+    price = prices[max(matches, key=len)]
+    return cached * (price["input"] - price["cached_input"]) / 1e6
+
+
 @dataclass
 class Histogram:
     values: list[float] = field(default_factory=list)
@@ -78,6 +87,10 @@ class Truth:
     cost: Counter = field(default_factory=Counter)
     """model -> USD."""
     query_cost: dict = field(default_factory=lambda: defaultdict(Histogram))
+    component_cost: dict = field(default_factory=lambda: defaultdict(Histogram))
+    """component (generation: every LLM call; embedding) -> USD per priced query that made such calls."""
+    prompt_cache_saved: float = 0.0
+    """USD: cached prompt tokens at the input rate minus the cached rate, where the table has one."""
     feedback: Counter = field(default_factory=Counter)
     regenerations: Counter = field(default_factory=Counter)
     """source (explicit, inferred) -> count."""
@@ -200,18 +213,22 @@ def expected(scenario: Scenario, spans_sent: int, prices: dict | None = None) ->
             t.stage_duration[(stage.name, *rv)].values.append(stage.duration_s)
         if q.ttft_s is not None:
             t.ttft[rv].values.append(q.ttft_s)
-        query_cost, priced = 0.0, 0
+        query_cost, priced, components = 0.0, 0, Counter()
         for call in q.calls:
             t.tokens[("prompt", call.model)] += call.input_tokens
             t.tokens[("completion", call.model)] += call.output_tokens
             t.tokens[("cached_prompt", call.model)] += call.cached_input_tokens
+            t.prompt_cache_saved += cache_saving(prices, call.model, call.cached_input_tokens)
             if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
                 continue  # an embedding call without token counts: nothing to price
             cost = call_cost(prices, call.model, call.input_tokens, call.output_tokens, call.cached_input_tokens)
             t.cost[call.model] += cost
             query_cost, priced = query_cost + cost, priced + 1
+            components["generation" if call.kind == "llm" else call.kind] += cost
         if priced:  # a query's cost is observed when it made a priced call
             t.query_cost[rv].values.append(query_cost)
+            for component, usd in components.items():
+                t.component_cost[component].values.append(usd)
         for f in q.filters:
             t.filter_queries[f.kind] += 1
             if f.candidates_in and f.candidates_out == 0:
