@@ -212,7 +212,7 @@ class ProbeRunner:
         try:
             return tuple(self.retrieve(probe.query, probe.k))
         except ProbeError as exc:
-            log.warning("probe %s failed: %s", probe.name, exc)
+            log.debug("probe %s failed: %s", probe.name, exc)
             self.on_error(exc.reason)
             return exc
 
@@ -244,6 +244,10 @@ class ProbeRunner:
                 jaccard(baseline.baseline_ids, result), rbo(baseline.baseline_ids, result, self.rbo_p), baseline.pinned_at,
             ))
         summary.compared = probes.finish_run(run_id, comparisons, errors=sum(summary.errors.values()))
+        if summary.errors:  # one line per run, not one per probe
+            log.warning("probe run %d: %d of %d probes failed (%s); no overlap from them", run_id,
+                        sum(summary.errors.values()), len(self.probes),
+                        ", ".join(f"{reason} {n}" for reason, n in sorted(summary.errors.items())))
         return summary
 
     def pin(self, by: str = "cli") -> tuple[int, dict[str, str]]:

@@ -134,14 +134,16 @@ class ProbeStates:
                         self._db.insert(t).values(
                             probe_id=c.probe_id, name=c.name, k=c.k, baseline_ids=ids, pinned_at=now, pinned_by="auto",
                             latest_ids=ids, run_id=run_id, jaccard=c.jaccard, rbo=c.rbo,
-                        ).on_conflict_do_nothing(index_elements=["probe_id"])
+                        ).on_conflict_do_nothing(index_elements=["probe_id"]).returning(t.c.probe_id)
                     )
                 else:
                     result = conn.execute(
                         sa.update(t).where(t.c.probe_id == c.probe_id, t.c.pinned_at == c.pinned_at)
                         .values(name=c.name, latest_ids=ids, run_id=run_id, jaccard=c.jaccard, rbo=c.rbo)
+                        .returning(t.c.probe_id)
                     )
-                stored += result.rowcount
+                # RETURNING, not rowcount: psycopg reports -1 for an INSERT ... ON CONFLICT DO NOTHING.
+                stored += result.first() is not None
             conn.execute(
                 sa.update(probe_runs).where(probe_runs.c.id == run_id)
                 .values(finished_at=now, probes=len(comparisons) + errors, compared=stored, errors=errors)

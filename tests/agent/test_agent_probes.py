@@ -8,7 +8,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rag_monitor.cli import main as cli
-from tests.agents import start_agent  # noqa: F401 (fixture)
 from tests.probe_hook import RetrievalHook
 from tests.services import wait_until
 

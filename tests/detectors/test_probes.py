@@ -19,9 +19,10 @@ INDEX = {
 PROBES = [Probe("refund", "refund window", 4), Probe("delivery", "delivery address", 4)]
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    url = f"sqlite:///{tmp_path / 'store.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    s = open_store(url)
     yield s
     s.close()
 
