@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
@@ -251,7 +252,8 @@ class Agent:
             self.store, probes, self.probe_retriever, concurrency=s.probes_concurrency, rbo_p=s.probes_rbo_p,
             on_query=self.metrics.probe_queries.inc, on_error=lambda reason: self.metrics.probe_errors.labels(reason).inc(),
         )
-        log.info("neighbour-stability probes: %d probes against %s every %g s", len(probes), s.probes_url, s.probes_interval_s)
+        log.info("neighbour-stability probes: %d probes against %s every %g s", len(probes),
+                 urlsplit(s.probes_url).netloc.rpartition("@")[2], s.probes_interval_s)  # never its credentials
 
     def run_probes(self) -> None:
         """One run of the probe set (the ``probes`` job, one replica at a time)."""
