@@ -63,6 +63,7 @@ _GUARDRAILS = {
     "RagFilterFalseExclusionsHigh": "filter_false_exclusion", "RagRegenerationRateOutsideBand": "regeneration",
     "RagCostPerQueryOverBudget": "cost", "RagDriftDetected": "drift",
     "RagIndexFreshnessLagOverSLO": "freshness", "RagStaleIndexServed": "freshness", "RagCacheHitRateCollapsed": "cache",
+    "RagNeighbourOverlapDropped": "neighbour_stability",
 }
 
 

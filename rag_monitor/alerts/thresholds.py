@@ -42,6 +42,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "min_requests": "count", "for": "duration", "severity": "severity",
     },
     "drift": {"min_window_items": "count", "max_result_age": "duration", "for": "duration", "severity": "severity"},
+    "neighbour_stability": {"min_rbo": "ratio", "min_probes": "count", "max_result_age": "duration", "for": "duration", "severity": "severity"},
 }
 SEVERITIES = ("page", "warning")
 

@@ -43,6 +43,7 @@ GUARDRAIL_ALERTS = {
     "RagFaithfulnessLow", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh",
     "RagRegenerationRateOutsideBand", "RagCostPerQueryOverBudget", "RagDriftDetected",
     "RagIndexFreshnessLagOverSLO", "RagStaleIndexServed", "RagCacheHitRateCollapsed",
+    "RagNeighbourOverlapDropped",
 }
 
 

@@ -1,7 +1,7 @@
 """Index documents: each document's newest searchable version, from index events (freshness).
 
-Revision ID: 0006_signals
-Revises: 0005_runtime
+Revision ID: 0007_signals
+Revises: 0006_probes
 Create Date: 2026-11-30
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_signals"
-down_revision = "0005_runtime"
+revision = "0007_signals"
+down_revision = "0006_probes"
 branch_labels = None
 depends_on = None
 
