@@ -160,18 +160,23 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f}h" if seconds >= 3600 else f"{seconds / 60:.1f}m" if seconds >= 60 else f"{seconds:.0f}s"
 
 
+def _per_1k(usd_per_query: float | None) -> str:
+    """USD per 1,000 queries: an embedding's share is a few millionths of a dollar per query."""
+    return "-" if usd_per_query is None else f"{usd_per_query * 1000:.3g}"
+
+
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.0f}%"
 
 
 def render_signals(lines: Sequence[SignalsLine]) -> list[str]:
     out = ["", "Freshness, caches, cost  lag p50/p99 (events)  stale (n)    cache hits emb/retr/prompt   "
-               "$/query emb/retr/rerank/gen/storage"]
+               "$ per 1k queries emb/retr/rerank/gen/storage"]
     for s in lines:
         p50, p99 = s.freshness_p50_p99_s
         lag = f"{_duration(p50)}/{_duration(p99)} ({s.index_events})"
         hits = "/".join(_share(s.cache_hit_rates.get(k)) for k in ("embedding", "retrieval", "prompt"))
-        cost = "/".join("-" if s.cost_by_component.get(c) is None else f"{s.cost_by_component[c]:.6f}" for c in COMPONENTS)
+        cost = "/".join(_per_1k(s.cost_by_component.get(c)) for c in COMPONENTS)
         out.append(f"  {s.release:<22} {lag:<22} {_share(s.stale_share):>4} ({s.checked_queries:<4}) {hits:<28} {cost}")
     return out
 
@@ -181,4 +186,4 @@ def component_rows(lines: Sequence[SignalsLine]) -> list[Mapping[str, Any]]:
     return [{"release": s.release, "lag": "/".join(_duration(v) for v in s.freshness_p50_p99_s), "events": s.index_events,
              "stale": _share(s.stale_share), "checked": s.checked_queries,
              "hits": {k: _share(v) for k, v in s.cache_hit_rates.items()},
-             "cost": {c: "-" if v is None else f"{v:.6f}" for c, v in s.cost_by_component.items()}} for s in lines]
+             "cost": {c: _per_1k(v) for c, v in s.cost_by_component.items()}} for s in lines]

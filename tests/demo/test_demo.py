@@ -238,4 +238,4 @@ def test_signal_lines_from_known_metrics():
     assert line.cache_hit_rates == {"embedding": 0.75, "retrieval": None, "prompt": 0.4}
     assert line.cost_by_component == {"embedding": None, "retrieval": None, "rerank": pytest.approx(0.0005),
                                       "generation": pytest.approx(0.0015), "storage": None}
-    assert "1.0m/2.0m (2)" in render_signals([line])[-1]
+    assert "1.0m/2.0m (2)" in render_signals([line])[-1] and render_signals([line])[-1].endswith("-/-/0.5/1.5/-")
