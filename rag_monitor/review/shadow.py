@@ -16,6 +16,8 @@ names the candidate, else it is called ``shadow``):
   on the same queries; unweighted): latency p50/p95 (linear interpolation between order
   statistics), cost per query (priced queries only), refusal rate, and the faithfulness
   unsupported rate (unsupported over supported + unsupported, from one scorer's stored labels).
+  The scorer scores a pair's production half with the pair, stored as ``<scorer>:pair-half``
+  (``pair_half_scorer``) so that no faithfulness metric counts an answer not sampled for itself.
 
 Usage::
 
@@ -37,6 +39,13 @@ from rag_monitor.review.blind import pair_order
 from rag_monitor.review.rates import wilson
 
 UNNAMED_CANDIDATE = semconv.VARIANT_SHADOW
+PAIR_HALF_SUFFIX = ":pair-half"
+
+
+def pair_half_scorer(scorer: str) -> str:
+    """The scorer name a pair's production half is stored under (never counted in metrics)."""
+    return scorer + PAIR_HALF_SUFFIX
+
 SIDES = ("candidate", "production")
 _JUDGED = ("supported", "unsupported")
 
@@ -126,6 +135,8 @@ class ShadowReport:
         for c in self.candidates:
             d = asdict(c)
             d["win"]["judged"] = c.win.judged
+            for side in ("shown_first", "shown_second"):
+                d["position"][side]["judged"] = getattr(c.position, side).judged
             d["position"]["gap"] = c.position.gap
             d["position"]["swap_agreement"] = c.position.swap_agreement
             out.append(d)
@@ -239,9 +250,13 @@ def build_report(items: list, reviews: dict[int, list], scores: dict[str, dict[s
                  scorer: str | None = None) -> ShadowReport:
     """The report from pair items, their reviews (item id -> reviews, first first) and stored scores."""
     if scorer is None:
-        named = Counter(name for by_scorer in scores.values() for name, s in by_scorer.items() if s.label in _JUDGED)
+        named = Counter(name.removesuffix(PAIR_HALF_SUFFIX) for by_scorer in scores.values()
+                        for name, s in by_scorer.items() if s.label in _JUDGED)
         scorer = named.most_common(1)[0][0] if named else None
-    labels = {trace: (by_scorer[scorer].label if scorer in by_scorer else None) for trace, by_scorer in scores.items()}
+    labels: dict[str, str | None] = {}
+    for trace, by_scorer in scores.items():
+        found = by_scorer.get(scorer) or by_scorer.get(pair_half_scorer(scorer or ""))
+        labels[trace] = found.label if found else None
     groups: dict[str, list] = defaultdict(list)
     for item in items:
         pair = halves(item)

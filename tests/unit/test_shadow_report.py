@@ -85,7 +85,9 @@ def test_position_swap_consistency(pairs):
 def test_automatic_comparisons_per_side(pairs):
     items, reviews = pairs
     scores = {f"{100 + i:032x}": {"support-v1": Score(f"{100 + i:032x}", "support-v1", 0.9, "1", "supported")} for i in range(1, 11)}
-    scores.update({f"{i:032x}": {"support-v1": Score(f"{i:032x}", "support-v1", 0.1, "1", "unsupported" if i <= 4 else "supported")}
+    # production halves are scored with their pair, under the pair-half name (never in the metrics)
+    scores.update({f"{i:032x}": {"support-v1:pair-half": Score(f"{i:032x}", "support-v1:pair-half", 0.1, "1",
+                                                               "unsupported" if i <= 4 else "supported")}
                    for i in range(1, 11)})
     scores[f"{111:032x}"] = {"support-v1": Score(f"{111:032x}", "support-v1", None, "1", "no_claims")}
     report = build_report(items, reviews, scores, call_cost=lambda call: call.input_tokens * 1e-6)
