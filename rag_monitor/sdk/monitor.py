@@ -313,7 +313,7 @@ class Monitor:
             return
         runner = self._shadow_runner
         if runner is not None:
-            runner.shutdown(wait=True)  # a candidate's spans end (or time out) before the flush
+            runner.shutdown(timeout_s)  # a candidate's spans end (or time out) before the flush
         try:
             self._processor.shutdown(int(timeout_s * 1000))  # type: ignore[union-attr]
             self._provider.shutdown()

@@ -36,6 +36,7 @@ no-op query (a candidate can never record a production query).
 from __future__ import annotations
 
 import contextvars
+import functools
 import heapq
 import itertools
 import random
@@ -102,7 +103,7 @@ class ShadowStats:
     submitted: int = 0
     """Admitted to run (sampled and not dropped)."""
     dropped: int = 0
-    """Sampled but refused: every slot was taken (or the runner was shut down)."""
+    """Sampled but not run: every slot was taken, or it was still waiting when the runner shut down."""
     completed: int = 0
     """Returned before their deadline."""
     timed_out: int = 0
@@ -187,10 +188,15 @@ class ShadowRunner:
             self._stats.running += 1
             heapq.heappush(self._deadlines, (ctx.deadline, next(self._order), ctx, future))
             self._wake.notify()
-        future.add_done_callback(self._finished)
+        future.add_done_callback(functools.partial(self._finished, ctx))
         return future
 
-    def _finished(self, _future: Future) -> None:
+    def _finished(self, ctx: ShadowContext, future: Future) -> None:
+        if future.cancelled():  # still waiting at shutdown: it never ran
+            self._slots.release()
+            with self._lock:
+                self._stats.running -= 1
+                self._settle(ctx, "dropped")
         with self._lock:
             self._wake.notify()  # the watchdog drops the finished candidate's deadline
 
@@ -262,12 +268,12 @@ class ShadowRunner:
                 finally:
                     self._lock.acquire()
 
-    def shutdown(self, wait: bool = True) -> None:
-        """Stop admitting candidates; ``wait``: until those admitted have returned or timed out."""
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Stop admitting candidates and drop those still waiting; wait up to ``timeout_s`` for those
+        running to return or time out (an overrunning thread itself cannot be waited for)."""
         with self._lock:
             self._closed = True
             self._wake.notify()
-        self._pool.shutdown(wait=False, cancel_futures=not wait)
-        if wait:
-            self._watchdog.join(self.config.timeout_s + 1.0)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._watchdog.join(timeout_s)
 

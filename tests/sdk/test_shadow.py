@@ -170,3 +170,21 @@ def test_a_disabled_monitor_shadows_nothing():
     monitor = rag_monitor.init(service_name="bot", enabled=False)
     with monitor.query("q") as q:
         assert q.shadow("x", lambda ctx: None) is None
+
+
+def test_shutdown_drops_the_waiting_candidates_and_counts_them(make_monitor):
+    monitor = make_monitor(max_concurrency=1, max_pending=2, timeout_s=30)
+    gate = threading.Event()
+    for i in range(3):
+        with monitor.query(f"q{i}") as q:
+            q.shadow("blocked", lambda ctx: gate.wait(10))
+    wait_until(lambda: monitor.shadow_stats().running == 3)
+    monitor.shadow_runner.shutdown(timeout_s=0.1)  # one is running, two are waiting
+    stats = monitor.shadow_stats()
+    assert (stats.submitted, stats.dropped, stats.running) == (3, 2, 1)
+    with monitor.query("after") as q:
+        assert q.shadow("late", lambda ctx: None) is None  # nothing is admitted after shutdown
+    assert monitor.shadow_stats().dropped == 3
+    gate.set()
+    wait_until(lambda: monitor.shadow_stats().running == 0)
+    assert monitor.shadow_stats().completed == 1
