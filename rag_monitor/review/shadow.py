@@ -292,9 +292,9 @@ def build_report(items: list, reviews: dict[int, list], scores: dict[str, dict[s
 
 
 def shadow_report(store, *, since: float | None = None, call_cost: Callable[[ModelCall], float | None] | None = None,
-                  scorer: str | None = None) -> ShadowReport:
-    """``build_report`` over the store's pairs (created since ``since``, Unix seconds)."""
-    items = store.paired_items(since)
+                  scorer: str | None = None, keep: Callable[[Any], bool] | None = None) -> ShadowReport:
+    """``build_report`` over the store's pairs (created since ``since``, Unix seconds; ``keep(item)``: a subset)."""
+    items = [item for item in store.paired_items(since) if keep is None or keep(item)]
     reviews = store.all_reviews([item.id for item in items]) if items else {}
     traces = [t for item in items for t in (item.trace_id, item.pair_trace_id)]
     scores = store.scores_for_traces(traces) if traces else {}

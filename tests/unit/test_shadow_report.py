@@ -128,3 +128,20 @@ def test_unnamed_candidates_and_missing_pair_order_fall_back_to_the_page_order()
     report = build_report([item], {7: [old]}, {}).candidates[0]
     assert report.candidate == "shadow"
     assert (report.position.shown_first if first else report.position.shown_second).wins == 1
+
+
+def test_a_shadow_candidates_filters_never_count_as_production_false_exclusions():
+    from rag_monitor.record import FilterApplied
+    from rag_monitor.review.stats import false_exclusion_stats
+
+    removed = [FilterApplied("relevance", excluded_ids=["gold"])]
+    candidate = record(301, 1, shadow_of=300)
+    candidate.filters = removed
+    production = record(300, 1)
+    production.filters = removed
+    alone = pair_item(9, production, production)
+    alone = ReviewItem(**{**alone.__dict__, "pair_trace_id": None, "pair_record": None})
+    labels = {"relevant_documents": ["gold"]}
+    stats = false_exclusion_stats([(pair_item(8, candidate, production), Review(1, 8, "r", labels, 1.0)),
+                                   (alone, Review(2, 9, "r", labels, 1.0))])
+    assert [(s.eligible, s.false_exclusions) for s in stats] == [(1, 1)]  # the production item alone
