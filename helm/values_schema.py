@@ -26,7 +26,7 @@ SCHEMA_PATH = ROOT / "helm" / "rag-monitor" / "values.schema.json"
 # refusing them in agent.settings keeps secrets out of ConfigMaps and ports consistent.
 CHART_MANAGED_SETTINGS = frozenset({
     "otlp_host", "otlp_port", "http_host", "http_port", "data_dir", "store_url",
-    "review_tokens", "otlp_token", "phoenix_url", "phoenix_project",
+    "review_tokens", "otlp_token", "pseudonym_key", "phoenix_url", "phoenix_project",
 })
 _JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
@@ -100,7 +100,7 @@ def build_schema() -> dict[str, Any]:
                 }, ("size", "accessModes"))}),
                 "postgresql": _obj({"existingSecret": k8s_name, "secretKey": secret_key}, ("secretKey",)),
             }, ("sqlite", "postgresql")),
-            "secrets": _obj({"reviewTokens": secret_ref, "otlpToken": secret_ref}),
+            "secrets": _obj({"reviewTokens": secret_ref, "otlpToken": secret_ref, "pseudonymKey": secret_ref}),
             "agent": _obj({
                 "settings": _obj(settings_properties(), description=(
                     "Written into agent.yaml; the names and types of rag_monitor/settings.py. Secrets, "

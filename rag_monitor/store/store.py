@@ -159,8 +159,7 @@ class Store:
                     pair_record=item.pair_record, now=now,
                 )
                 (out.queued if result == QUEUED else out.upgraded if result == UPGRADED else []).append(item)
-            for production in batch.pair_halves:
-                self._queue.attach_pair_in(conn, production)
+            self._queue.attach_pairs_in(conn, batch.pair_halves)
         return out
 
     def pending_spans(self, trace_ids: Iterable[str]) -> dict[str, list[bytes]]:

@@ -115,6 +115,9 @@ def test_postgresql_mode_scales_out_with_an_hpa_and_a_store_url_secret():
     assert "emptyDir" in volumes["data"]
     store_url = env_var(container(deployment, "agent"), "RAG_MONITOR_STORE_URL")
     assert store_url["valueFrom"]["secretKeyRef"] == {"name": "rag-monitor-db", "key": "url"}
+    # One pseudonym key for every replica, from a Secret (never in the agent's ConfigMap).
+    key = env_var(container(deployment, "agent"), "RAG_MONITOR_PSEUDONYM_KEY")
+    assert key["valueFrom"]["secretKeyRef"] == {"name": "rag-monitor-pseudonyms", "key": "key"}
     assert one(docs, "PodDisruptionBudget", FULLNAME)["spec"]["maxUnavailable"] == 1
 
 
@@ -134,7 +137,7 @@ def test_secrets_are_referenced_never_inlined(mode):
     for c in docs:
         if c["kind"] == "ConfigMap":
             text = yaml.safe_dump(c["data"])
-            assert "store_url" not in text and "review_tokens" not in text
+            assert "store_url" not in text and "review_tokens" not in text and "pseudonym_key" not in text
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -249,6 +252,7 @@ def test_schema_rejects_bad_values(assignment, message):
         (SQLITE_VALUES, ("autoscaling.enabled=true",), "mode=sqlite cannot autoscale"),
         (SQLITE_VALUES, ("gateway.enabled=true",), "needs mode=postgresql"),
         (POSTGRESQL_VALUES, ("store.postgresql.existingSecret=",), "needs store.postgresql.existingSecret"),
+        (POSTGRESQL_VALUES, ("secrets.pseudonymKey.existingSecret=",), "must use one pseudonym key"),
         (SQLITE_VALUES, ("phoenix.externalUrl=http://p:6006",), "not both"),
     ],
 )
@@ -264,7 +268,7 @@ def test_schema_agent_settings_match_settings_module():
     props = schema["properties"]["agent"]["properties"]["settings"]["properties"]
     chart_managed = {
         "otlp_host", "otlp_port", "http_host", "http_port", "data_dir", "store_url",
-        "review_tokens", "otlp_token", "phoenix_url", "phoenix_project",
+        "review_tokens", "otlp_token", "pseudonym_key", "phoenix_url", "phoenix_project",
     }
     json_type = {int: "integer", float: "number", str: "string", bool: "boolean"}
     fields = {f.name: f for f in dataclasses.fields(AgentSettings)}

@@ -273,3 +273,14 @@ def test_importing_the_package_does_not_import_torch():
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_the_cuda_check_script_runs_its_cpu_part_through_the_real_loader(tmp_path):
+    """``benchmarks/hhem_cuda.py`` (run once on a GPU machine) keeps working where there is none."""
+    out = tmp_path / "hhem_cuda.json"
+    done = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "benchmarks" / "hhem_cuda.py"), "--size", "tiny",
+                           "--pairs", "6", "--cpu-only", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["device"] == "cpu" and result["pairs"] == 6
+    assert 100 < result["mean_tokens"] <= 512 and result["cpu_fp32_pairs_per_s"] > 0

@@ -79,6 +79,9 @@ app.kubernetes.io/component: gateway
 {{- if not .Values.store.postgresql.existingSecret }}
 {{- fail "mode=postgresql needs store.postgresql.existingSecret: the name of a Secret holding the database URL (key store.postgresql.secretKey)" }}
 {{- end }}
+{{- if not .Values.secrets.pseudonymKey.existingSecret }}
+{{- fail "mode=postgresql needs secrets.pseudonymKey.existingSecret: replicas sharing a store (and pods restarted with an emptyDir) must use one pseudonym key, from a Secret (key secrets.pseudonymKey.secretKey)" }}
+{{- end }}
 {{- end }}
 {{- if and .Values.phoenix.enabled .Values.phoenix.externalUrl }}
 {{- fail "set either phoenix.enabled (deploy the Phoenix subchart) or phoenix.externalUrl, not both" }}
