@@ -111,8 +111,7 @@ def metric_definitions() -> list[Metric]:
         out.append(Metric(family.name, "gauge", tuple(family._labelnames), family.documentation, "review",
                           "from reviews, at scrape"))
     for family in ShadowMetricsCollector.families().values():
-        suffix = "_total" if family.type == "counter" else ""
-        out.append(Metric(family.name + suffix, family.type, tuple(family._labelnames), family.documentation, "shadow",
+        out.append(Metric(family.name, "gauge", tuple(family._labelnames), family.documentation, "shadow",
                           "from shadow pairs, at scrape"))
     return out
 

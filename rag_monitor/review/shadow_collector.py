@@ -4,8 +4,10 @@ Per candidate pipeline (label ``variant``: the candidate's name), the win rate a
 production with its 95% interval, the reviewed pairs by verdict, the win rate by the side the
 candidate was shown on and the swap agreement; per candidate and ``side`` (``candidate`` or
 ``production``, on the same sampled queries), latency p50/p95, cost per query, refusal rate and
-the unsupported rate. A value with nothing to estimate it from is absent, never 0. Only the
-``top_candidates`` candidates with the most sampled pairs get series (the report lists all).
+the unsupported rate. Over the pairs sampled in the last ``window_s`` (30 days: the scrape reads
+a bounded history, and a candidate's numbers follow its latest version). A value with nothing to
+estimate it from is absent, never 0. Only the ``top_candidates`` candidates with the most
+sampled pairs get series (the report lists all).
 
     registry.register(ShadowMetricsCollector(store, call_cost=prices.call_cost))
 """
@@ -17,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from rag_monitor.review.shadow import SIDES, ShadowReport, shadow_report
@@ -34,8 +36,10 @@ _SIDE_GAUGES = (
 
 
 class ShadowMetricsCollector(Collector):
-    def __init__(self, store, *, call_cost: Callable | None = None, top_candidates: int = 10, cache_s: float = 10.0):
+    def __init__(self, store, *, call_cost: Callable | None = None, top_candidates: int = 10,
+                 window_s: float = 30 * 86400, cache_s: float = 10.0):
         self.store = store
+        self.window_s = window_s
         self.call_cost = call_cost
         self.top_candidates = top_candidates
         self.cache_s = cache_s
@@ -51,19 +55,19 @@ class ShadowMetricsCollector(Collector):
             at, report = self._cached
             if report is not None and time.monotonic() - at <= self.cache_s:
                 return report
-            report = shadow_report(self.store, call_cost=self.call_cost)
+            report = shadow_report(self.store, since=time.time() - self.window_s, call_cost=self.call_cost)
             self._cached = (time.monotonic(), report)
             return report
 
     @staticmethod
-    def families() -> dict[str, GaugeMetricFamily | CounterMetricFamily]:
+    def families() -> dict[str, GaugeMetricFamily]:
         v, vs, vp = ["variant"], ["variant", "side"], ["variant", "position"]
-        out: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+        out: dict[str, GaugeMetricFamily] = {
             "win": GaugeMetricFamily("rag_shadow_win_rate", "Share of reviewed shadow pairs whose candidate answer the reviewer preferred over production's (a tie counts 1/2), weighted by inverse inclusion probability.", labels=v),
             "win_lower": GaugeMetricFamily("rag_shadow_win_rate_lower", "Lower end of the 95% Wilson interval of rag_shadow_win_rate (Kish effective sample size).", labels=v),
             "win_upper": GaugeMetricFamily("rag_shadow_win_rate_upper", "Upper end of the 95% Wilson interval of rag_shadow_win_rate.", labels=v),
-            "reviewed": CounterMetricFamily("rag_shadow_pairs_reviewed", "Reviewed shadow pairs by verdict for the candidate (win, loss, tie; first review of each pair).", labels=["variant", "verdict"]),
-            "sampled": GaugeMetricFamily("rag_shadow_pairs_sampled", "Shadow pairs sampled and stored whole (both answers), reviewed or not.", labels=v),
+            "reviewed": GaugeMetricFamily("rag_shadow_pairs_reviewed", "Reviewed shadow pairs by verdict for the candidate (win, loss, tie; first review of each pair), over the window.", labels=["variant", "verdict"]),
+            "sampled": GaugeMetricFamily("rag_shadow_pairs_sampled", "Shadow pairs sampled and stored whole (both answers), reviewed or not, over the window (30 days).", labels=v),
             "position": GaugeMetricFamily("rag_shadow_position_win_rate", "rag_shadow_win_rate over the pairs where the candidate was shown first or second (position: first, second); a gap means the verdict follows the side.", labels=vp),
             "swapped": GaugeMetricFamily("rag_shadow_swapped_pairs", "Shadow pairs reviewed twice, once in each order.", labels=v),
             "swap_agreement": GaugeMetricFamily("rag_shadow_swap_agreement_ratio", "Of the pairs reviewed in both orders, the share whose two verdicts agree.", labels=v),

@@ -119,8 +119,9 @@ def test_reviewed_shadow_pairs_produce_the_report(start_agent, tmp_path, capsys)
     wait_until(lambda: agent.metric("rag_shadow_win_rate", v) is not None, timeout=15, what="the shadow metrics")
     assert agent.metric("rag_shadow_win_rate", v) == pytest.approx(p)
     assert agent.metric("rag_shadow_win_rate_lower", v) == pytest.approx(centre - half)
-    assert agent.metric("rag_shadow_pairs_reviewed_total", {**v, "verdict": "win"}) == 4
-    assert agent.metric("rag_shadow_pairs_reviewed_total", {**v, "verdict": "tie"}) == 2
+    assert agent.metric("rag_shadow_pairs_reviewed", {**v, "verdict": "win"}) == 4
+    assert agent.metric("rag_shadow_pairs_reviewed", {**v, "verdict": "tie"}) == 2
+    assert agent.metric("rag_shadow_pairs_sampled", v) == 6
     assert agent.metric("rag_shadow_swap_agreement_ratio", v) == 1.0
     assert agent.metric("rag_shadow_cost_per_query_usd", {**v, "side": "candidate"}) == pytest.approx(candidate["cost_per_query_usd"])
     assert "rag_shadow_win_rate{" in agent.scrape()
