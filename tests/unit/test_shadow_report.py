@@ -145,3 +145,39 @@ def test_a_shadow_candidates_filters_never_count_as_production_false_exclusions(
     stats = false_exclusion_stats([(pair_item(8, candidate, production), Review(1, 8, "r", labels, 1.0)),
                                    (alone, Review(2, 9, "r", labels, 1.0))])
     assert [(s.eligible, s.false_exclusions) for s in stats] == [(1, 1)]  # the production item alone
+
+
+class PairStore:
+    """The three reads the shadow report makes, over fixed items (a fake inside a unit test)."""
+
+    def __init__(self, items, reviews):
+        self.items, self.reviews = items, reviews
+
+    def paired_items(self, since=None):
+        return self.items
+
+    def all_reviews(self, item_ids=None):
+        return self.reviews
+
+    def scores_for_traces(self, trace_ids):
+        return {}
+
+
+def test_the_metrics_carry_the_report_numbers(pairs):
+    from prometheus_client import CollectorRegistry
+
+    from rag_monitor.review.shadow_collector import ShadowMetricsCollector
+
+    registry = CollectorRegistry()
+    registry.register(ShadowMetricsCollector(PairStore(*pairs), call_cost=lambda call: call.input_tokens * 1e-6))
+    v = {"variant": "fixed"}
+    get = registry.get_sample_value
+    assert get("rag_shadow_win_rate", v) == pytest.approx(0.7)
+    assert (get("rag_shadow_win_rate_lower", v), get("rag_shadow_win_rate_upper", v)) == pytest.approx(wilson_by_hand(7, 10))
+    assert [get("rag_shadow_pairs_reviewed", {**v, "verdict": k}) for k in ("win", "loss", "tie")] == [6, 2, 2]
+    assert get("rag_shadow_pairs_sampled", v) == 11
+    assert get("rag_shadow_position_win_rate", {**v, "position": "first"}) == pytest.approx(0.75)
+    assert (get("rag_shadow_swapped_pairs", v), get("rag_shadow_swap_agreement_ratio", v)) == (2, 0.5)
+    assert get("rag_shadow_latency_p50_seconds", {**v, "side": "production"}) == pytest.approx(12.0)
+    assert get("rag_shadow_cost_per_query_usd", {**v, "side": "candidate"}) == pytest.approx(0.001)
+    assert get("rag_shadow_unsupported_ratio", {**v, "side": "candidate"}) is None  # nothing scored: absent, not 0
