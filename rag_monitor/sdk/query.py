@@ -125,8 +125,9 @@ class Query(_SpanHandle):
     def shadow(self, variant: str, candidate: Any) -> Any:
         """Run ``candidate(ctx)`` as shadow pipeline ``variant`` off the request path (``sdk.shadow``).
 
-        Returns at once: a ``Future`` when the candidate was admitted, None when this query was
-        not in the sampled share or every slot was taken (counted in ``Monitor.shadow_stats()``).
+        Call it inside the query's block. Returns at once: a ``Future`` when the candidate was
+        admitted, None when this query was not in the sampled share, every slot was taken (counted
+        in ``Monitor.shadow_stats()``) or the query has ended.
         """
         if not variant or not isinstance(variant, str):
             raise ValueError(f"shadow variant={variant!r}: a non-empty candidate name is required")
