@@ -268,7 +268,7 @@ def sampled_items(store_url: str) -> list[dict]:
         # A pair's production half is scored under "<scorer>:pair-half" for the shadow report only.
         rows = c.execute(sa.text("SELECT i.trace_id, i.stratum, i.inclusion_prob, i.weight, i.counted_weight, i.pair_trace_id, "
                                  "s.label FROM review_items i LEFT JOIN scores s ON s.trace_id = i.trace_id "
-                                 "AND s.scorer NOT LIKE '%:pair-half'")).mappings().all()
+                                 "AND s.scorer NOT LIKE :pair_half"), {"pair_half": "%:pair-half"}).mappings().all()
     engine.dispose()
     return [dict(r) for r in rows]
 
