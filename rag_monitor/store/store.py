@@ -18,6 +18,7 @@ from .ingest import IngestBatch, IngestOutcome, PendingSpans
 from .models import (
     DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, ReviewSession, Score, now_s,
 )
+from .probes import ProbeStates
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
 from .sessions import Sessions
@@ -76,6 +77,8 @@ class Store:
         self._releases = Releases(self._db)
         self._session_windows = SessionWindows(self._db)
         self._pending = PendingSpans(self._db)
+        self.probes = ProbeStates(self._db)
+        """Neighbour-stability probes: baselines, runs, announced index changes (``store/probes.py``)."""
 
     @property
     def dialect(self) -> str:
