@@ -17,13 +17,14 @@ caches with the session id, so repeated questions stop hitting them (the cache r
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rag_monitor.demo.corpus import Corpus
-from rag_monitor.demo.summary import _histogram_part, _ratio, histogram_quantile, sums_by
+from rag_monitor.demo.summary import _ratio, histogram_quantile, sums_by
 
 SOURCE = "help-center"
 DAY_S = 86400.0
@@ -66,23 +67,27 @@ class DemoIndex:
 
 
 class LookupCache:
-    """A bounded LRU map: what the demo app's embedding and retrieval caches are."""
+    """A bounded LRU map: what the demo app's embedding and retrieval caches are. Locked: a shadow
+    candidate looks up from its own thread."""
 
     def __init__(self, size: int = 2048) -> None:
         self.size = size
         self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> Any:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
 
     def put(self, key: Hashable, value: Any) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
 
 
 class LagMarks:
@@ -127,16 +132,22 @@ def signal_lines(registry: Any, releases: Sequence[str], phases: Sequence[Any] =
     for phase in phases:
         for le, n in (getattr(phase, "index_lag", None) or {}).items():
             lag[phase.release][le] += n
-    checked = sums_by(registry, "rag_index_checked_queries_total", ["release"])
-    stale = sums_by(registry, "rag_index_stale_queries_total", ["release"])
-    cache = sums_by(registry, "rag_cache_requests_total", ["release", "cache", "outcome"])
-    tokens = sums_by(registry, "rag_tokens_total", ["release", "kind"])
-    priced = _histogram_part(registry, "rag_query_cost_usd", "count", "release")
+    # Production only: a shadow candidate's queries carry the release of the app it shadows.
+    production = {"variant": "production"}
+    checked = sums_by(registry, "rag_index_checked_queries_total", ["release"], where=production)
+    stale = sums_by(registry, "rag_index_stale_queries_total", ["release"], where=production)
+    cache = sums_by(registry, "rag_cache_requests_total", ["release", "cache", "outcome"], where=production)
+    tokens = sums_by(registry, "rag_tokens_total", ["release", "kind"], where=production)
+    priced: dict[str, float] = defaultdict(float)
     component_sums: dict[tuple[str, str], float] = defaultdict(float)
     for family in registry.collect():
         for sample in family.samples:
+            if sample.labels.get("variant") != "production":
+                continue
             if sample.name == "rag_query_component_cost_usd_sum":
                 component_sums[(sample.labels["release"], sample.labels["component"])] += sample.value
+            elif sample.name == "rag_query_cost_usd_count":
+                priced[sample.labels["release"]] += sample.value
     lines = []
     for release in releases:
         buckets = lag.get(release, {})

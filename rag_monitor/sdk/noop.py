@@ -83,7 +83,7 @@ class NoopQuery(NoopStage):
 
     def cache(self, kind: str, hit: bool, count: int = 1) -> None:
         check_cache_kind(kind)
-    answer = refuse = NoopStage._ignore
+    answer = refuse = shadow = NoopStage._ignore
 
 
 NOOP_QUERY = NoopQuery()
