@@ -172,23 +172,31 @@ def mmd2_permutation_statistics(pooled: Any, labels: Any, sigma: float | Sequenc
     return out[0] if single else out
 
 
-def knn_graph(pooled: Any, k: int, *, chunk_size: int | None = 512) -> Any:
-    """``(N, k)`` indices of each pooled vector's ``k`` nearest others (squared Euclidean distance)."""
+def knn_graph(pooled: Any, k: int, *, chunk_size: int | None = 512, seed: int | None = None) -> Any:
+    """``(N, k)`` indices of each pooled vector's ``k`` nearest others (squared Euclidean distance).
+
+    Ties (repeated vectors: popular documents) are broken in a random order drawn from ``seed``,
+    never by position: the pooled sample lists the reference first, so breaking ties by position
+    would tie the graph to the observed labels and break the permutation test.
+    """
     import numpy as np
 
     n_total = pooled.shape[0]
     if not 1 <= k < n_total:
         raise ValueError(f"neighbours must be between 1 and {n_total - 1}, got {k}")
+    # a stream of its own: the permutations come from ``seed`` itself
+    order = np.random.default_rng(None if seed is None else [seed, 0x6B6E6E]).permutation(n_total)
+    shuffled = pooled[order]
     chunk = n_total if chunk_size is None else max(1, int(chunk_size))
-    squared_norms = np.einsum("ij,ij->i", pooled, pooled)
+    squared_norms = np.einsum("ij,ij->i", shuffled, shuffled)
     out = np.empty((n_total, k), dtype=np.int64)
     for start in range(0, n_total, chunk):
         stop = min(start + chunk, n_total)
-        distances = pooled[start:stop] @ pooled.T
+        distances = shuffled[start:stop] @ shuffled.T
         distances *= -2.0
         distances += squared_norms[None, :]  # the row's own norm does not change its ranking
         distances[np.arange(stop - start), np.arange(start, stop)] = np.inf
-        out[start:stop] = np.argpartition(distances, k - 1, axis=1)[:, :k]
+        out[order[start:stop]] = order[np.argpartition(distances, k - 1, axis=1)[:, :k]]
     return out
 
 
@@ -360,7 +368,8 @@ class MMDDrift(EmbeddingDriftDetector):
             statistics = np.atleast_2d(mmd2_permutation_statistics(pooled, labels, sigmas, chunk_size=self.chunk_size))
             if self.neighbours:
                 k = min(self.neighbours, pooled.shape[0] - 1)
-                counts = knn_permutation_statistics(knn_graph(pooled, k, chunk_size=self.chunk_size), labels)
+                graph = knn_graph(pooled, k, chunk_size=self.chunk_size, seed=seed)
+                counts = knn_permutation_statistics(graph, labels)
                 statistics = np.vstack([statistics, counts[None, :]])
         p_value, _, best = aggregate_p_value(statistics)
         knn_best = best == len(sigmas)

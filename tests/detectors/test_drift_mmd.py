@@ -194,3 +194,17 @@ def test_neighbour_statistic_keeps_p_values_valid_and_sees_a_small_tight_cluster
     assert verdict.p_value == 1 / 200 and verdict.metadata["neighbours"] == 10
     with pytest.raises(ValueError, match="neighbours"):
         MMDDrift(neighbours=-1)
+
+
+def test_neighbour_statistic_stays_valid_on_repeated_vectors():
+    """Popular documents repeat one vector many times: ties must not follow the reference-first order."""
+    rng = np.random.default_rng(23)
+    distinct = gaussian(rng, 12, dim=6)
+    p_values = []
+    for i in range(150):
+        reference, current = distinct[rng.integers(0, 12, 60)], distinct[rng.integers(0, 12, 30)]
+        p_values.append(MMDDrift(n_permutations=39, seed=i, neighbours=10, bandwidths=(1.0,))
+                        .fit(reference).predict(current).p_value)
+    p_values = np.array(p_values)
+    for level in (0.05, 0.1, 0.25, 0.5):
+        assert np.mean(p_values <= level) <= level + 3.1 * np.sqrt(level * (1 - level) / 150)
