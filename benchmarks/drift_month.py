@@ -10,7 +10,7 @@ apart as FAQ entries), and a quarter of the queries also get one of 5 popular do
 documents repeat across queries. The simulation feeds ``DriftFeed`` (SQLite store in a temp
 directory), and at every hourly slot calls ``run_profile`` for each default profile of
 ``detectors/profiles.yaml`` (the scheduler's slot logic, fast-forwarded): 7 days of reference
-period, then ``--days`` (30) days of stationary traffic, then ``--shift-days`` (1) with 10% of the
+period, then ``--days`` (30) days of stationary traffic, then ``--shift-days`` (3) with 10% of the
 traffic on 10 intents held out of everything before.
 
 Regeneration: the rule's band (``regeneration_rules.band_half_width``, the PromQL's formula) on
@@ -244,7 +244,7 @@ def _pages(condition: np.ndarray, for_minutes: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=float, default=30)
-    parser.add_argument("--shift-days", type=float, default=1)
+    parser.add_argument("--shift-days", type=float, default=3, help="days of the 10%% new topic (about 7 windows at --rate 100)")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--regeneration-days", type=float, default=360, help="stationary days of the regeneration simulation")
     parser.add_argument("--regeneration-only", action="store_true")
