@@ -204,6 +204,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2027, help="held-out intents and every draw (2026 chose the defaults)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--plot-only", action="store_true")
+    parser.add_argument("--null-only", action="store_true",
+                        help="only windows without change, to drift_power_null.json (a second, independent false-alarm check)")
     args = parser.parse_args()
     out_json = RESULTS / "drift_power.json"
     if args.plot_only:
@@ -214,6 +216,12 @@ def main() -> None:
     started = time.perf_counter()
     null = run_trials([(args.seed, (0, i), 1000, None, 0.0) for i in range(args.null_repeats)], args.workers)
     print(f"null done in {time.perf_counter() - started:.0f} s", flush=True)
+    if args.null_only:
+        (RESULTS / "drift_power_null.json").write_text(json.dumps({
+            "script": "benchmarks/drift_power.py", "seed": args.seed, "alpha": ALPHA, "window": 1000,
+            "reference_ratio": PROFILE.reference_ratio, "false_alarms_at_1000": summarise(null),
+            "seconds": round(time.perf_counter() - started, 1)}, indent=1) + "\n")
+        return
     power: dict = {}
     for s_index, scenario in enumerate(SCENARIOS, start=1):
         power[scenario] = {}
