@@ -273,6 +273,7 @@ def plot(result: dict) -> None:
         ax.set_xlabel("queries per window")
         ax.set_xscale("log")
         ax.set_xticks(sizes, [str(s) for s in sizes])
+        ax.minorticks_off()
     axes[0].set_ylabel(f"power at alpha {result['alpha']}")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
