@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> dict:
             name: {"seeds": len(rows), "covered": sum(r["covered"] for r in rows),
                    "rate": round(sum(r["covered"] for r in rows) / len(rows), 4),
                    "rate_ci95": binomial_interval(sum(r["covered"] for r in rows), len(rows)),
+                   "wilson_kish_rate": round(sum(r["covered_wilson"] for r in rows) / len(rows), 4),
+                   "wilson_kish_rate_ci95": binomial_interval(sum(r["covered_wilson"] for r in rows), len(rows)),
                    "mean_estimate_minus_truth": round(sum(r["estimate"] - r["truth"] for r in rows) / len(rows), 5),
                    "mean_items": round(sum(r["n"] for r in rows) / len(rows), 1)}
             for name, rows in coverage.items()

@@ -168,6 +168,49 @@ def _drift_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probes(args: argparse.Namespace) -> int:
+    import time
+
+    from rag_monitor.alerts.thresholds import parse_duration
+    from rag_monitor.detectors.probes import HttpRetriever, ProbeRunner, describe_probes, load_probe_set
+
+    settings, store = _open_store(args)
+    try:
+        if args.probes_command == "announce":
+            until = time.time() + parse_duration(args.duration)
+            store.probes.announce(until, args.note)
+            print(f"index change announced until {_utc(until)}: probe overlap alerts hold off until then")
+            return 0
+        if not settings.probes_path:
+            raise ValueError("no probe set: set probes_path (in --config or RAG_MONITOR_PROBES_PATH)")
+        probes = load_probe_set(settings.probes_path, k=settings.probes_k, limit=settings.probes_golden_limit)
+        if args.probes_command == "show":
+            for line in describe_probes(store, probes):
+                print(line)
+            return 0
+        url = args.url or settings.probes_url
+        if not url:
+            raise ValueError("no retrieval hook: pass --url or set probes_url")
+        retriever = HttpRetriever(url, timeout_s=settings.probes_timeout_s)
+        try:
+            runner = ProbeRunner(store, probes, retriever, concurrency=settings.probes_concurrency, rbo_p=settings.probes_rbo_p)
+            pinned, failed = runner.pin()
+        finally:
+            retriever.close()
+        print(f"pinned {pinned} of {len(probes)} probes as the new baseline")
+        for name, error in failed.items():
+            print(f"  {name}: {error}; its baseline is dropped, the next run that reaches it pins it")
+        return 1 if failed else 0
+    finally:
+        store.close()
+
+
+def _utc(t: float) -> str:
+    import datetime as dt
+
+    return f"{dt.datetime.fromtimestamp(t, dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
+
+
 def _timestamp(text: str) -> float:
     """Unix seconds from a number or an ISO 8601 time (UTC unless it names its zone)."""
     import datetime as dt
@@ -293,6 +336,20 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--release", help="capture only this release's queries")
             command.add_argument("--from", dest="start", help="start of a time range (ISO 8601 or Unix seconds)")
             command.add_argument("--to", dest="end", help="end of the time range")
+
+    probes = sub.add_parser("probes", help="neighbour-stability probes: show, pin the baseline, announce an index change")
+    probes_sub = probes.add_subparsers(dest="probes_command", required=True)
+    for name, text in (("show", "each probe's baseline and its latest overlap"),
+                       ("pin", "retrieve every probe now and make the answers the new baseline (after an intended change)"),
+                       ("announce", "announce an intended index change: overlap alerts hold off meanwhile")):
+        command = probes_sub.add_parser(name, help=text)
+        _store_options(command)
+        command.set_defaults(run=_probes)
+        if name == "pin":
+            command.add_argument("--url", help="the app's retrieval hook (default: the setting probes_url)")
+        if name == "announce":
+            command.add_argument("--for", dest="duration", required=True, help="how long, as a Prometheus duration (2h, 30m)")
+            command.add_argument("--note", default="", help="what changes (shown by probes show)")
 
     review = sub.add_parser("review", help="review-page administration")
     review_sub = review.add_subparsers(dest="review_command", required=True)

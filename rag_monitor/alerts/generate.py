@@ -3,7 +3,7 @@
 Every number an alert compares against, every range window and every ``for:`` lives in the
 thresholds file (``thresholds.py``); the rule *structure* (the PromQL, the triage join, the
 runbooks) lives in one module per concept (``rulekit``, ``quality_rules``, ``service_rules``,
-``regeneration_rules``, ``drift_rules``); this module assembles and writes the files. Integration tests call it with overrides to get the same rules with second-long
+``regeneration_rules``, ``drift_rules``, ``probe_rules``); this module assembles and writes the files. Integration tests call it with overrides to get the same rules with second-long
 windows.
 
 Usage::
@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from rag_monitor.alerts.drift_rules import _drift_groups
+from rag_monitor.alerts.probe_rules import _probe_groups
 from rag_monitor.alerts.quality_rules import _faithfulness_groups, _filter_groups
 from rag_monitor.alerts.regeneration_rules import _regeneration_groups
 from rag_monitor.alerts.rulekit import _triage_groups
@@ -47,6 +48,7 @@ RULE_FILES = {
     "regeneration.yml": _regeneration_groups,
     "cost.yml": _cost_groups,
     "drift.yml": _drift_groups,
+    "probes.yml": _probe_groups,
 }
 
 

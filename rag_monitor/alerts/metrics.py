@@ -135,6 +135,17 @@ class AgentMetrics:
         self.drift_window_size = Gauge("rag_drift_window_size", "Items in the drift test's windows.", ["signal", "detector", "window"], registry=r)
         self.drift_last_run = Gauge("rag_drift_last_run_timestamp_seconds", "When the latest drift test finished (Unix time).", ["signal", "detector"], registry=r)
 
+        # --- neighbour stability (probe set against its pinned baseline; detectors/probes.py) ---
+        self.probe_overlap = Gauge("rag_probe_topk_overlap", "Mean top-k overlap of the probes compared in the latest probe run with their pinned baselines, by measure (jaccard: Jaccard@k; rbo: rank-biased overlap). Absent when no probe could be compared.", ["measure"], registry=r)
+        self.probe_overlap_min = Gauge("rag_probe_topk_overlap_min", "The lowest probe's top-k overlap with its baseline in the latest probe run, by measure.", ["measure"], registry=r)
+        self.probe_compared = Gauge("rag_probe_compared_probes", "Probes compared with their baseline in the latest probe run (failed probes are not).", registry=r)
+        self.probe_changed = Gauge("rag_probe_changed_probes", "Probes whose top-k (ids or order) differs from their baseline in the latest probe run.", registry=r)
+        self.probe_last_run = Gauge("rag_probe_last_run_timestamp_seconds", "When the latest probe run finished, on any replica (Unix time).", registry=r)
+        self.probe_change_announced = Gauge("rag_probe_index_change_announced", "1 while an announced index change (`rag-monitor probes announce`) is in force, else 0.", registry=r)
+        self.probe_runs = Counter("rag_probe_runs_total", "Probe-set runs on this replica.", registry=r)
+        self.probe_queries = Counter("rag_probe_queries_total", "Probe queries sent to the app's retrieval hook.", registry=r)
+        self.probe_errors = Counter("rag_probe_errors_total", "Probe queries that failed, by reason (unreachable, timeout, http_status, malformed): no overlap is computed from them.", ["reason"], registry=r)
+
         # --- the agent's own health ---
         self.spans_received = Counter("rag_agent_spans_received_total", "Spans accepted by the OTLP receiver.", registry=r)
         self.spans_dropped = Counter("rag_agent_spans_dropped_total", "Spans dropped, by reason.", ["reason"], registry=r)

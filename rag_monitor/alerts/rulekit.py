@@ -62,6 +62,7 @@ _GUARDRAILS = {
     "RagFaithfulnessLow": "faithfulness", "RagQueryLatencyOverSLO": "latency",
     "RagFilterFalseExclusionsHigh": "filter_false_exclusion", "RagRegenerationRateOutsideBand": "regeneration",
     "RagCostPerQueryOverBudget": "cost", "RagDriftDetected": "drift",
+    "RagNeighbourOverlapDropped": "neighbour_stability",
 }
 
 

@@ -34,6 +34,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     },
     "cost": {"window": "duration", "max_usd_per_query": "number", "min_queries": "count", "for": "duration", "severity": "severity"},
     "drift": {"min_window_items": "count", "max_result_age": "duration", "for": "duration", "severity": "severity"},
+    "neighbour_stability": {"min_rbo": "ratio", "min_probes": "count", "max_result_age": "duration", "for": "duration", "severity": "severity"},
 }
 SEVERITIES = ("page", "warning")
 

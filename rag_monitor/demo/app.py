@@ -14,7 +14,8 @@ The bad release (``BAD_RELEASE``) ships a relevance filter whose archived check 
 for versioned policies, so the current policy is filtered out and the archived one answers,
 and its retriever and generator are slower by a scripted delay. Its generator also adds an
 unsupported sentence (an invented number or step, or a contradiction) to a share of answers
-(``demo/embellish.py``), so faithfulness regresses with it.
+(``demo/embellish.py``), so faithfulness regresses with it. Its index rebuild dropped the
+keyword (BM25) side of retrieval: the neighbour-stability probes catch the reshuffle.
 """
 
 from __future__ import annotations
@@ -78,11 +79,14 @@ class ReleaseConfig:
     """Share of the question's content words a sentence must cover to be used in an answer."""
     embellish_share: float = 0.0
     """The bad release's generator bug: share of answers given one unsupported extra sentence."""
+    keyword_index: bool = True
+    """False: the bad release's index rebuild lost its BM25 side, so dense-only retrieval reshuffles
+    the candidates (the neighbour-stability probes see it; ``demo/probes.py``)."""
 
 
 GOOD_RELEASE = ReleaseConfig("r1")
 BAD_RELEASE = ReleaseConfig("r2", serve_archived_versions=True, retrieval_delay_s=0.15, generation_delay_s=0.35,
-                            embellish_share=0.5)
+                            embellish_share=0.5, keyword_index=False)
 
 
 @dataclass(frozen=True)
@@ -253,15 +257,21 @@ class SupportApp:
         best = int(similarities.argmax())
         return self._intent_names[best] if similarities[best] >= 0.45 else "general"
 
-    def _retrieve(self, question: str, vector: Any) -> list[tuple[Document, float]]:
+    def _retrieve(self, question: str, vector: Any, k: int | None = None) -> list[tuple[Document, float]]:
         import numpy as np
 
-        k = self.release.top_k
+        k = k or self.release.top_k
         dense = np.argsort(-(self._vectors @ vector))[: 2 * k]
-        bm25_scores = np.asarray(self._bm25.scores(question))
-        sparse = [i for i in np.argsort(-bm25_scores)[: 2 * k] if bm25_scores[i] > 0]
-        fused = reciprocal_rank_fusion([list(dense), sparse])[:k]
+        rankings = [list(dense)]
+        if self.release.keyword_index:
+            bm25_scores = np.asarray(self._bm25.scores(question))
+            rankings.append([i for i in np.argsort(-bm25_scores)[: 2 * k] if bm25_scores[i] > 0])
+        fused = reciprocal_rank_fusion(rankings)[:k]
         return [(self.corpus.documents[i], score) for i, score in fused]
+
+    def retrieve_top_k(self, question: str, k: int) -> list[tuple[str, float]]:
+        """The retrieval hook's answer: the index's top-k (id, score) for ``question``, untraced."""
+        return [(d.id, score) for d, score in self._retrieve(question, self.embedder.encode([question])[0], k)]
 
     def _relevance_keep(self, doc: Document, user: User) -> bool:
         if doc.metadata["locale"] not in _locales(user):

@@ -42,6 +42,7 @@ DEMO_OVERRIDES: dict[str, Any] = {
     "regeneration.min_queries": 5, "regeneration.for": "2s",
     "cost.window": "30s", "cost.for": "2s", "cost.min_queries": 5,
     "drift.for": "0s", "drift.min_window_items": 40,
+    "neighbour_stability.for": "2s",
 }
 # The baseline release must look old (drift, not regression) by the time the shift is tested,
 # and the bad release new while its alerts fire: the window sits between the two.
@@ -247,7 +248,10 @@ def run_demo(options: DemoOptions) -> DemoResult:
         elif options.phoenix:
             notes.append("Phoenix is not installed (pip install arize-phoenix): traces are not browsable; the agent still works.")
 
-        agent = _start_agent(root, phoenix.url if phoenix else "", stack, free_port, options.quick)
+        from rag_monitor.demo.probes import RetrievalHook
+
+        hook = stack.enter_context(RetrievalHook())  # the app's retrieval hook, for the agent's probes
+        agent = _start_agent(root, phoenix.url if phoenix else "", stack, free_port, options.quick, hook.url)
         urls = {"metrics": f"http://127.0.0.1:{agent.settings.http_port}/metrics",
                 "review": f"http://127.0.0.1:{agent.settings.http_port}/review (reviewer: demo-reviewer, token: {REVIEW_TOKEN})"}
         if phoenix:
@@ -265,13 +269,13 @@ def run_demo(options: DemoOptions) -> DemoResult:
                          "no alert rules are evaluated, so you miss the pages and their regression/drift triage; "
                          "the metrics are still at /metrics.")
 
-        phases, drift, alerts = _play(options, run, root, agent, alerting, say)
+        phases, drift, alerts = _play(options, run, root, agent, alerting, say, hook)
         if alerting is not None:
             alerts = alerting.webhook.alerts
 
         from rag_monitor.demo.summary import collect_summary, render_summary
 
-        summary = collect_summary(agent, phases, alerts, urls, drift=drift, notes=notes)
+        summary = collect_summary(agent, phases, alerts, urls, drift=drift, notes=notes, probes=hook.phases)
         summary.urls["report"] = str(_write_report(root, agent, summary, phases, alerts))
         text = render_summary(summary)
         say(text)
@@ -301,8 +305,10 @@ def _write_report(root: Path, agent: Any, summary: Any, phases: list, alerts: li
                                     "false_exclusion": limits["filter_false_exclusion"]["max_ratio"]})
 
 
-def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free_port: Any, quick: bool) -> Any:
+def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free_port: Any, quick: bool, probes_url: str) -> Any:
     from rag_monitor.agent.service import Agent
+    from rag_monitor.demo.corpus import load_corpus
+    from rag_monitor.demo.probes import write_probe_set
     from rag_monitor.review.auth import hash_token
     from rag_monitor.settings import load_settings
 
@@ -311,6 +317,8 @@ def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free
         "review_tokens": f"demo-reviewer:admin:{hash_token(REVIEW_TOKEN)}", "phoenix_url": phoenix_url,
         "score_interval_s": 1.0, "root_timeout_s": 5.0, "torch_threads": 1, "drift_feed_interval_s": 1.0,
         **_write_configs(root, quick),
+        "probes_url": probes_url, "probes_interval_s": 2.0,
+        "probes_path": str(write_probe_set(load_corpus(), root / "config" / "probes.yaml")),
     }
     agent = Agent(load_settings(overrides=overrides, environ={}))
     agent.start()
@@ -318,7 +326,7 @@ def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free
     return agent
 
 
-def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any, say: Any) -> tuple[list, list, list]:
+def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any, say: Any, hook: Any) -> tuple[list, list, list]:
     import rag_monitor
     from rag_monitor.demo.app import MiniLMEmbedder, SupportApp
     from rag_monitor.demo.corpus import load_corpus
@@ -348,9 +356,12 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
         for i, phase in enumerate(phases):
             say(f"  phase {i + 1}/{len(phases)}: {phase.name}: {phase.description}")
             script = build_script(phase, corpus, options.seed)
+            deployed_at = time.time()
+            hook.deploy(apps[phase.release.name])
             stats.append(runner.run(phase, script, progress=progress, on_query=lambda a: recent.append(a.trace_id)))
             for monitor in monitors.values():
                 monitor.force_flush()
+            hook.record_phase(agent.store, phase.name, phase.release.name, deployed_at)
             if phase.name == "baseline":
                 background.append(_Every(3.0, lambda: drift.collect(_phase_now(stats, phases)), "drift"))
                 background.append(_Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
@@ -405,7 +416,8 @@ def _wait_scored(agent: Any, timeout: float = 60.0) -> None:
 
 
 # Alerts the story should raise: drift during the shift; latency, false exclusions and unsupported answers after the release.
-EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh", "RagFaithfulnessLow")
+EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh", "RagFaithfulnessLow",
+                   "RagNeighbourOverlapDropped")
 
 
 def _wait_for_story(alerting: Any, options: DemoOptions) -> None:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag_monitor.demo.probes import render_probes
+
 STAGE_ORDER = ("retrieve", "embed", "filter", "rerank", "context", "generate")
 
 
@@ -98,6 +100,9 @@ class DemoSummary:
     thumbs_down_sent: int
     urls: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    probes: list[Any] = field(default_factory=list)
+    """Each phase's latest neighbour-stability probe run (``demo/probes.py``)."""
+    probe_errors: float = 0.0
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -106,7 +111,7 @@ def _ratio(num: float, den: float) -> float | None:
 
 def collect_summary(
     agent: Any, phases: Sequence[Any], alerts: Sequence[Mapping[str, Any]], urls: Mapping[str, str],
-    drift: Sequence[Mapping[str, Any]] = (), notes: Sequence[str] = (),
+    drift: Sequence[Mapping[str, Any]] = (), notes: Sequence[str] = (), probes: Sequence[Any] = (),
 ) -> DemoSummary:
     """Everything the summary shows, read from the agent (registry and store) and the webhook."""
     registry = agent.registry
@@ -147,6 +152,7 @@ def collect_summary(
         stages=stages, releases=releases, phases=list(phases), drift=[dict(d) for d in drift],
         alerts=_firing_first(alerts), review_queue=dict(depth), review_by_stratum=strata,
         thumbs_down_in_queue=in_queue, thumbs_down_sent=len(thumbs_sent), urls=dict(urls), notes=list(notes),
+        probes=list(probes), probe_errors=sum(sums_by(registry, "rag_probe_errors_total", []).values()),
     )
 
 
@@ -200,6 +206,7 @@ def render_summary(s: DemoSummary) -> str:
         verdict = "DRIFT" if last["is_drift"] else "no drift"
         lines.append(f"  {phase:<12} {last['signal']} ({last['detector']}): latest {verdict} (p={last['p_value']:.3g}, "
                      f"n={last['n_reference']}/{last['n_current']}); {flagged} of {len(runs)} tests flagged drift")
+    lines += render_probes(s.probes, s.probe_errors)
     lines += ["", "Alerts that fired (Alertmanager -> webhook)"]
     if not s.alerts:
         lines.append("  none received" if "prometheus" in s.urls else "  (Prometheus/Alertmanager not running: no alerts evaluated)")

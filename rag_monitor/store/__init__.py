@@ -13,15 +13,19 @@ from .ingest import IngestBatch, IngestOutcome, QueueWrite
 from .models import (
     DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, ReviewSession, Score,
 )
+from .probes import Comparison, ProbeBaseline, ProbeRun
 from .store import Store, open_store
 
 __all__ = [
     "ClaimError",
+    "Comparison",
     "DriftRun",
     "FeedbackEvent",
     "IngestBatch",
     "IngestOutcome",
     "NotFound",
+    "ProbeBaseline",
+    "ProbeRun",
     "QueueWrite",
     "Release",
     "ReservoirInfo",

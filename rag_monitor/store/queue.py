@@ -9,7 +9,7 @@ picked with ``FOR UPDATE SKIP LOCKED``; on SQLite the claim is one ``UPDATE ... 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -112,13 +112,27 @@ class ReviewQueue:
         ).rowcount
         return UPGRADED if upgraded else None
 
-    def attach_pair_in(self, conn: Connection, production: QueryRecord) -> int:
-        """Store ``production`` as the missing half of queued shadow pairs that name it."""
-        trace_id, text = record_json(production)
+    def attach_pairs_in(self, conn: Connection, productions: Sequence[QueryRecord]) -> int:
+        """Store each of ``productions`` as the missing half of queued shadow pairs that name it.
+
+        Almost no production record has a shadow queued before it: one indexed lookup for the
+        whole batch, then a write (and a serialisation) only for the records that are awaited.
+        """
+        if not productions:
+            return 0
         t = review_items
-        return conn.execute(
-            sa.update(t).where(t.c.pair_trace_id == trace_id, t.c.pair_record.is_(None)).values(pair_record=text)
-        ).rowcount
+        by_trace = {p.trace_id: p for p in productions}
+        awaited = conn.execute(
+            sa.select(t.c.pair_trace_id).distinct()
+            .where(t.c.pair_trace_id.in_(list(by_trace)), t.c.pair_record.is_(None))
+        ).scalars().all()
+        attached = 0
+        for trace_id in awaited:
+            _, text = record_json(by_trace[trace_id])
+            attached += conn.execute(
+                sa.update(t).where(t.c.pair_trace_id == trace_id, t.c.pair_record.is_(None)).values(pair_record=text)
+            ).rowcount
+        return attached
 
     def claim(
         self,

@@ -206,6 +206,47 @@ drift_runs = sa.Table(
     sa.CheckConstraint("status IN ('running', 'ok', 'failed')", name="status"),
 )
 
+probe_baselines = sa.Table(
+    "probe_baselines",
+    metadata,
+    # The probe's identity: a hash of its query and k (``detectors/probes.py``), so editing a
+    # probe's query or k makes a new probe with its own baseline.
+    sa.Column("probe_id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("k", sa.Integer, nullable=False),
+    sa.Column("baseline_ids", sa.Text, nullable=False),  # JSON list, rank order
+    sa.Column("pinned_at", sa.Double, nullable=False),
+    sa.Column("pinned_by", sa.String(200), nullable=False),
+    # The latest successful comparison (a failed probe leaves these as they were).
+    sa.Column("latest_ids", sa.Text, nullable=True),
+    sa.Column("run_id", sa.Integer, nullable=True, index=True),
+    sa.Column("jaccard", sa.Double, nullable=True),
+    sa.Column("rbo", sa.Double, nullable=True),
+)
+"""Each probe's pinned top-k and its latest comparison with it (shared by replicas)."""
+
+probe_runs = sa.Table(
+    "probe_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("holder", sa.String(200), nullable=False),
+    sa.Column("started_at", sa.Double, nullable=False),
+    sa.Column("finished_at", sa.Double, nullable=True, index=True),
+    sa.Column("probes", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("compared", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("errors", sa.Integer, nullable=False, server_default="0"),
+)
+
+index_changes = sa.Table(
+    "index_changes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("announced_at", sa.Double, nullable=False),
+    sa.Column("until", sa.Double, nullable=False, index=True),
+    sa.Column("note", sa.Text, nullable=False),
+)
+"""Announced index changes (rebuild, re-chunking, model migration): probe alerts hold off until ``until``."""
+
 locks = sa.Table(
     "locks",
     metadata,

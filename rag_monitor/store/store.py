@@ -18,6 +18,7 @@ from .ingest import IngestBatch, IngestOutcome, PendingSpans
 from .models import (
     DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, ReviewSession, Score, now_s,
 )
+from .probes import ProbeStates
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
 from .sessions import Sessions
@@ -76,6 +77,8 @@ class Store:
         self._releases = Releases(self._db)
         self._session_windows = SessionWindows(self._db)
         self._pending = PendingSpans(self._db)
+        self.probes = ProbeStates(self._db)
+        """Neighbour-stability probes: baselines, runs, announced index changes (``store/probes.py``)."""
 
     @property
     def dialect(self) -> str:
@@ -159,8 +162,7 @@ class Store:
                     pair_record=item.pair_record, now=now,
                 )
                 (out.queued if result == QUEUED else out.upgraded if result == UPGRADED else []).append(item)
-            for production in batch.pair_halves:
-                self._queue.attach_pair_in(conn, production)
+            self._queue.attach_pairs_in(conn, batch.pair_halves)
         return out
 
     def pending_spans(self, trace_ids: Iterable[str]) -> dict[str, list[bytes]]:

@@ -42,6 +42,7 @@ def collector_metric_names() -> set[str]:
 GUARDRAIL_ALERTS = {
     "RagFaithfulnessLow", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh",
     "RagRegenerationRateOutsideBand", "RagCostPerQueryOverBudget", "RagDriftDetected",
+    "RagNeighbourOverlapDropped",
 }
 
 

@@ -106,6 +106,33 @@ def test_generator_refuses_when_nothing_supports_an_answer(app):
     assert answer.refused and answer.citations == ()
 
 
+def test_the_retrieval_hook_serves_the_deployed_release_and_the_rebuild_reshuffles_the_probes(app, corpus):
+    from rag_monitor.demo.app import BAD_RELEASE
+    from rag_monitor.demo.probes import PROBE_K, RetrievalHook, expected_overlap, probe_queries
+    from rag_monitor.detectors.probes import HttpRetriever, ProbeError
+
+    bad = app.with_release(BAD_RELEASE, None)
+    query = probe_queries(corpus)[0]
+    with RetrievalHook() as hook:
+        retriever = HttpRetriever(hook.url, timeout_s=30)
+        try:
+            with pytest.raises(ProbeError) as starting:
+                retriever(query, PROBE_K)
+            assert starting.value.reason == "http_status"  # 503 until an app is deployed
+            hook.deploy(app)
+            good_ids = retriever(query, PROBE_K)
+            hook.deploy(bad)
+            bad_ids = retriever(query, PROBE_K)
+        finally:
+            retriever.close()
+    assert good_ids == tuple(i for i, _ in app.retrieve_top_k(query, PROBE_K)) and len(good_ids) == PROBE_K
+    assert bad_ids == tuple(i for i, _ in bad.retrieve_top_k(query, PROBE_K))
+    assert expected_overlap(corpus, app, app) == {"jaccard": 1.0, "rbo": 1.0}
+    # Dense-only retrieval moves a good part of the top-8: far enough for the alert (RBO < 0.9).
+    reshuffled = expected_overlap(corpus, app, bad)
+    assert reshuffled["rbo"] < 0.9 and reshuffled["jaccard"] < 0.9
+
+
 def test_traffic_script_is_deterministic_with_a_seed(corpus):
     from rag_monitor.demo.traffic import build_script, plan_phases
 
@@ -121,7 +148,7 @@ def test_traffic_script_is_deterministic_with_a_seed(corpus):
     assert share(shift) > share(baseline) + 0.3
 
 
-def test_quick_demo_tells_the_story(tmp_path):
+def test_quick_demo_tells_the_story(tmp_path, app, corpus):
     """Drift raises the drift verdict; the bad release raises false-exclusion, latency and
     faithfulness alerts with the regression triage; the thumbs-down answers reach the review queue."""
     from rag_monitor.demo.run import DemoOptions, run_demo
@@ -142,6 +169,17 @@ def test_quick_demo_tells_the_story(tmp_path):
     sent = {t for p in result.phases for t in p.thumbs_down_trace_ids}
     assert sent and result.summary.thumbs_down_in_queue == len(sent)
     assert "Latency per stage" in result.text and "Alerts that fired" in result.text
+    # The first probe run pins; the bad release's index rebuild drops the overlap to exactly what the
+    # two releases' top-k give when compared directly.
+    from rag_monitor.demo.app import BAD_RELEASE
+    from rag_monitor.demo.probes import expected_overlap
+
+    probes = {p.phase: p for p in result.summary.probes}
+    assert (probes["baseline"].jaccard, probes["baseline"].rbo, probes["shift"].rbo) == (1.0, 1.0, 1.0)
+    expected = expected_overlap(corpus, app, app.with_release(BAD_RELEASE, None))
+    assert probes["bad-release"].jaccard == pytest.approx(expected["jaccard"])
+    assert probes["bad-release"].rbo == pytest.approx(expected["rbo"])
+    assert probes["bad-release"].compared == 12 and "Neighbour stability" in result.text
 
     require(AlertingStack.available(), "prometheus and prometheus-alertmanager binaries")
     firing = result.summary.alerts
@@ -152,6 +190,11 @@ def test_quick_demo_tells_the_story(tmp_path):
     # The bad release's unsupported answers page, scored by the offline default. (Its triage is not
     # asserted: in quick mode the 20 s release window can close before sampled answers are scored.)
     assert by_name["RagFaithfulnessLow"]["labels"]["scorer"] == "support-v1", sorted(by_name)
+    # The reshuffle pages only after the bad release (never during r1's phases), as a regression.
+    overlap_pages = [a["labels"] for a in result.alerts
+                     if a["labels"].get("alertname") == "RagNeighbourOverlapDropped" and a.get("status") == "firing"]
+    assert {"triage": "regression", "suspected_release": "r2"}.items() <= overlap_pages[0].items(), overlap_pages
+    assert all(labels.get("suspected_release") != "r1" for labels in overlap_pages), overlap_pages
     for name in ("RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh"):
         assert name in by_name, sorted(by_name)
         assert by_name[name]["labels"]["triage"] == "regression"

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import sqlalchemy as sa
 
 from rag_monitor.simulate import Traffic
+from rag_monitor.review.rates import wilson
 from rag_monitor.simulate.oracle import compare, weighted_rate
 from tests.services import free_port, wait_until
 
@@ -280,10 +281,20 @@ def estimates(traffic: Traffic, items: list[dict], variant: str) -> dict:
     variants = {q.trace_hex: q.variant for q in traffic.scenario.queries}
     pairs = [(r["counted_weight"], r["label"] == "unsupported") for r in items
              if variants.get(r["trace_id"]) == variant and r["label"] in ("supported", "unsupported")]
+    return _estimate(variant, pairs, traffic.truth.unsupported_rate(variant))
+
+
+def _estimate(variant: str, pairs: list[tuple[float, bool]], true: float | None) -> dict:
+    """The estimate with two 95% intervals: the linearised Horvitz-Thompson one, and Wilson's at
+    the Kish effective size (what the agent exports for judged rates, ``review/rates.py``)."""
     rate, se = weighted_rate(pairs)
-    true = traffic.truth.unsupported_rate(variant)
     covered = rate is not None and true is not None and abs(rate - true) <= 1.96 * se
-    return {"variant": variant, "estimate": rate, "se": se, "truth": true, "n": len(pairs), "covered": covered}
+    covered_wilson = False
+    if rate is not None and true is not None:
+        low, high = wilson(rate, sum(w for w, _ in pairs) ** 2 / sum(w * w for w, _ in pairs))
+        covered_wilson = low <= true <= high
+    return {"variant": variant, "estimate": rate, "se": se, "truth": true, "n": len(pairs), "covered": covered,
+            "covered_wilson": covered_wilson}
 
 
 def pii_leaks(needles: set[str], sinks: dict[str, str]) -> dict[str, list[str]]:
@@ -394,7 +405,4 @@ def _false_exclusion_estimate(traffic: Traffic, items: list[dict]) -> dict:
         verdict = traffic.truth.false_exclusion(q) if q else None
         if verdict is not None:
             pairs.append((r["weight"], verdict))
-    rate, se = weighted_rate(pairs)
-    true = traffic.truth.false_exclusion_rate()
-    covered = rate is not None and true is not None and abs(rate - true) <= 1.96 * se
-    return {"variant": "false_exclusion", "estimate": rate, "se": se, "truth": true, "n": len(pairs), "covered": covered}
+    return _estimate("false_exclusion", pairs, traffic.truth.false_exclusion_rate())
