@@ -51,7 +51,9 @@ DEFAULT_BANDWIDTHS = (0.5, 0.7, 1.0, 1.4)
 topic is a tight cluster, seen best by widths below the median)."""
 
 DEFAULT_NEIGHBOURS = 0
-"""Neighbours of the nearest-neighbour statistic (0: none); see ``benchmarks/drift_power.py``."""
+"""Neighbours of the nearest-neighbour statistic in a bare ``MMDDrift`` (0: none, the pure kernel
+test); the shipped embedding profiles set 10 (``detectors/profiles.yaml``, measured by
+``benchmarks/drift_power.py``)."""
 
 DEGENERATE_RELATIVE_DISTANCE = 1e-5
 """A median squared distance below this share of the mean squared norm is float32 rounding
