@@ -240,6 +240,24 @@ def _review_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shadow_report(args: argparse.Namespace) -> int:
+    import json
+
+    from rag_monitor.collectors.pricing import PriceTable
+    from rag_monitor.config_files import load_config
+    from rag_monitor.review.shadow import shadow_report
+
+    settings, store = _open_store(args)
+    prices = load_config("price_table", settings.price_table, PriceTable.load, lambda: PriceTable([]))
+    since = _timestamp(args.since) if args.since else None
+    try:
+        report = shadow_report(store, since=since, call_cost=prices.call_cost, scorer=args.scorer)
+    finally:
+        store.close()
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
+    return 0
+
+
 def _review_assign(args: argparse.Namespace) -> int:
     _, store = _open_store(args)
     try:
@@ -368,6 +386,16 @@ def build_parser() -> argparse.ArgumentParser:
     assign.add_argument("--count", type=int, help="at most this many (oldest first)")
     assign.add_argument("--tenant", help="only this tenant's items")
     assign.set_defaults(run=_review_assign)
+
+    shadow = sub.add_parser("shadow", help="shadow evaluation of candidate pipelines")
+    shadow_sub = shadow.add_subparsers(dest="shadow_command", required=True)
+    shadow_cmd = shadow_sub.add_parser("report", help="per candidate: blind pairwise win rate vs production (95%% interval), "
+                                       "position-swap consistency, latency, cost, refusals and faithfulness side by side")
+    _store_options(shadow_cmd)
+    shadow_cmd.add_argument("--since", help="only pairs sampled since (ISO 8601 or Unix seconds)")
+    shadow_cmd.add_argument("--scorer", help="faithfulness scorer whose labels count (default: the one with most scores)")
+    shadow_cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
+    shadow_cmd.set_defaults(run=_shadow_report)
 
     # `demo` is dispatched in main() before parsing; listed here for --help.
     sub.add_parser("demo", help="the sample RAG app, scripted traffic and the agent on the embedded default (see `rag-monitor demo --help`)")

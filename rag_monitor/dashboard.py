@@ -89,6 +89,7 @@ def metric_definitions() -> list[Metric]:
     from rag_monitor.agent.scrape import ReviewStatsCollector
     from rag_monitor.alerts.metrics import AgentMetrics
     from rag_monitor.review.collector import ReviewMetricsCollector
+    from rag_monitor.review.shadow_collector import ShadowMetricsCollector
 
     sections = _sections()
     registry = CollectorRegistry()
@@ -109,6 +110,9 @@ def metric_definitions() -> list[Metric]:
     for family in ReviewMetricsCollector.families().values():
         out.append(Metric(family.name, "gauge", tuple(family._labelnames), family.documentation, "review",
                           "from reviews, at scrape"))
+    for family in ShadowMetricsCollector.families().values():
+        out.append(Metric(family.name, "gauge", tuple(family._labelnames), family.documentation, "shadow",
+                          "from shadow pairs, at scrape"))
     return out
 
 

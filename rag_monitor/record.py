@@ -125,6 +125,8 @@ class QueryRecord:
     confidence: float | None = None
     citations: list[str] = field(default_factory=list)
     shadow_of: str | None = None
+    candidate: str | None = None
+    """A shadow query's candidate pipeline (``rag.shadow.candidate``)."""
     stages: list[StageTiming] = field(default_factory=list)
     filters: list[FilterApplied] = field(default_factory=list)
     retrieved: list[Document] = field(default_factory=list)

@@ -137,6 +137,8 @@ RAG_CITATIONS = "rag.citations"
 """A string array of the document ids the answer cites."""
 RAG_SHADOW_OF = "rag.shadow_of"
 """On a shadow variant's root span: the trace id of the production query it shadows."""
+RAG_SHADOW_CANDIDATE = "rag.shadow.candidate"
+"""On a shadow variant's root span: the candidate pipeline's name (``q.shadow(name, ...)``)."""
 RAG_TIME_TO_FIRST_TOKEN = "rag.generation.time_to_first_token_s"
 
 RAG_FILTER_KIND = "rag.filter.kind"

@@ -32,6 +32,7 @@ from rag_monitor.faithfulness.worker import (
     Pair,
 )
 from rag_monitor.faithfulness.worker import Score as WorkerScore
+from rag_monitor.review.shadow import pair_half_scorer
 from rag_monitor.store import Score as StoredScore
 
 log = logging.getLogger(__name__)
@@ -138,8 +139,13 @@ class ScoringLoop:
         The written scores are appended to ``annotations`` for Phoenix, annotated once the tick is done."""
         records = {item.trace_id: item.query_record for item in items}
         weights = {item.trace_id: item.counted_weight for item in items}
+        # A shadow pair's production half is scored beside it for the shadow report, stored under
+        # its own scorer name: it was not sampled in its own right, so no metric counts it.
+        halves = {item.pair_trace_id: item.paired_record for item in items
+                  if item.pair_record is not None and item.pair_trace_id not in records}
+        weights.update(dict.fromkeys(halves, 0.0))
         scores, pairs = [], []
-        for trace_id, record in records.items():
+        for trace_id, record in [*records.items(), *halves.items()]:
             verdict = unscorable(record)
             if verdict is not None:
                 scores.append(WorkerScore(trace_id, None, verdict, self.scorer.name, self.scorer.version,
@@ -149,8 +155,8 @@ class ScoringLoop:
                                   refused=record.refused, weight=weights[trace_id]))
         scores += self.worker.score_pairs(pairs)
         written = self.store.upsert_scores(
-            (StoredScore(s.key, s.scorer, s.value, s.scorer_version, label=verdict_of(s), threshold=s.threshold,
-                         claims=claims_json(s.claims)) for s in scores),
+            (StoredScore(s.key, pair_half_scorer(s.scorer) if s.key in halves else s.scorer, s.value, s.scorer_version,
+                         label=verdict_of(s), threshold=s.threshold, claims=claims_json(s.claims)) for s in scores),
             fence=(self.lock_name, self.holder, token), now=self._now(),
         )
         if written < 0:
@@ -158,6 +164,7 @@ class ScoringLoop:
             log.warning("scoring lease lost mid-batch: %d scores discarded, the new holder scores them", len(scores))
             return None
         m = self.metrics
+        scores = [s for s in scores if s.key not in halves]
         for s in scores:
             release, variant = self.labels_of(records[s.key])
             verdict = verdict_of(s)

@@ -56,6 +56,7 @@ from rag_monitor.detectors.probes import HttpRetriever, ProbeExporter, ProbeRunn
 from rag_monitor.detectors.profiles import load_profiles
 from rag_monitor.review.auth import Reviewers
 from rag_monitor.review.collector import ReviewMetricsCollector
+from rag_monitor.review.shadow_collector import ShadowMetricsCollector
 from rag_monitor.review.proxy import ExternalView
 from rag_monitor.review.sampler import Sampler, SamplingConfig
 from rag_monitor.review.web import ReviewApp
@@ -213,6 +214,8 @@ class Agent:
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
         self.review_metrics = ReviewMetricsCollector(self.store, reviewers=[r.name for r in self.reviewers], top_releases=s.top_releases)
         self.registry.register(self.review_metrics)
+        self.shadow_metrics = ShadowMetricsCollector(self.store, call_cost=self.prices.call_cost, top_candidates=s.top_releases)
+        self.registry.register(self.shadow_metrics)
         self.review_app = ReviewApp(
             self.store, self.reviewers, claim_s=s.review_claim_s, on_review=self._on_review,
             external=ExternalView.parse(s.trusted_proxies, s.review_external_url),
@@ -312,6 +315,7 @@ class Agent:
     def _on_review(self, item, labels) -> None:
         self.review_stats.invalidate()
         self.review_metrics.invalidate()
+        self.shadow_metrics.invalidate()
 
     # --- serving ----------------------------------------------------------------------------
 

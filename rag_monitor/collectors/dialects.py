@@ -238,6 +238,7 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
         confidence=as_float(attrs.get(sc.RAG_ANSWER_CONFIDENCE)),
         citations=string_list(attrs.get(sc.RAG_CITATIONS)),
         shadow_of=optional_str(attrs.get(sc.RAG_SHADOW_OF)),
+        candidate=optional_str(attrs.get(sc.RAG_SHADOW_CANDIDATE)),
         error=(root.status_message or "error") if root.status_code == STATUS_ERROR else None,
         hidden=_hidden(attrs),
     )

@@ -20,9 +20,11 @@ keyword (BM25) side of retrieval: the neighbour-stability probes catch the reshu
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -121,6 +123,8 @@ class MiniLMEmbedder:
     def __init__(self, threads: int = 1) -> None:
         self._threads = threads
         self._model: Any = None
+        # A shadow candidate encodes from its own thread; a fast tokenizer must not be used by two at once.
+        self._lock = threading.Lock()
 
     def _load(self) -> Any:
         if self._model is None:
@@ -139,7 +143,8 @@ class MiniLMEmbedder:
 
     def encode(self, texts: Sequence[str]) -> Any:
         """Normalised vectors, one row per text (a float32 numpy array)."""
-        return self._load().encode(list(texts), normalize_embeddings=True, batch_size=64, show_progress_bar=False)
+        with self._lock:
+            return self._load().encode(list(texts), normalize_embeddings=True, batch_size=64, show_progress_bar=False)
 
 
 def corpus_embeddings(corpus: Corpus, embedder: MiniLMEmbedder, cache_dir: Path | None) -> Any:
@@ -223,6 +228,8 @@ class SupportApp:
     release: ReleaseConfig = GOOD_RELEASE
     cache_dir: Path | None = None
     sleep: Callable[[float], None] = time.sleep
+    shadow: SupportApp | None = None
+    """A candidate pipeline answering beside this one, in shadow (``q.shadow``): never seen by users."""
     _vectors: Any = field(default=None, init=False, repr=False)
     _bm25: BM25 | None = field(default=None, init=False, repr=False)
     _versioned_families: frozenset[str] = field(default=frozenset(), init=False, repr=False)
@@ -328,10 +335,18 @@ class SupportApp:
 
     # --- one query -------------------------------------------------------------------------------
 
-    def ask(self, question: str, user: User) -> Answer:
-        """Answer ``question`` for ``user``; every stage is a span of the query's trace."""
+    def ask(self, question: str, user: User, into: Any = None) -> Answer:
+        """Answer ``question`` for ``user``; every stage is a span of the query's trace.
+
+        ``into``: record on this query handle (a shadow candidate's ``ctx.query``) instead of a new one.
+        """
         monitor = self.monitor
-        with monitor.query(question, session_id=user.session_id, user_id=user.id, tenant=user.tenant) as q:
+        opened = (contextlib.nullcontext(into) if into is not None
+                  else monitor.query(question, session_id=user.session_id, user_id=user.id, tenant=user.tenant))
+        with opened as q:
+            if self.shadow is not None and into is None:
+                candidate = self.shadow
+                q.shadow(candidate.release.name, lambda ctx: candidate.ask(ctx.text, user, into=ctx.query))
             with q.retrieve() as r:
                 vector = self.embedder.encode([question])[0]
                 self.sleep(self.release.retrieval_delay_s)

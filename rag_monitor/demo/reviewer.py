@@ -57,8 +57,24 @@ class SimulatedReviewer:
         keys = [c["key"] for c in view["candidates"] if c["content"] in gold]
         return {"relevant": keys, "gold": keys}
 
+    def _grounded_share(self, answer: str, gold: set[str]) -> float:
+        """Share of the answer's sentences that a current (gold) document states; 0 for a refusal."""
+        sentences = [s.strip() for s in re.split(r"\s*\[\d+\]\s*", answer) if s.strip()]
+        if not sentences or answer.startswith("I could not find"):
+            return 0.0
+        return sum(any(s in content for content in gold) for s in sentences) / len(sentences)
+
+    def pair_labels_for(self, view: dict[str, Any]) -> dict[str, Any]:
+        """A shadow pair: prefer the answer more of whose sentences the current policy states."""
+        gold = self._gold_contents(view["question"])
+        a, b = (self._grounded_share(answer, gold) for answer in view["answers"])
+        preferred = "tie" if a == b or view["answers"][0] == view["answers"][1] else ("A" if a > b else "B")
+        return {"preferred": preferred, "reasons": [], "note": "simulated reviewer"}
+
     def labels_for(self, view: dict[str, Any]) -> dict[str, Any]:
         """Step two: the labels a careful expert gives the answer and its contexts."""
+        if "answers" in view:
+            return self.pair_labels_for(view)
         gold = self._gold_contents(view["question"])
         answer = view.get("answer", "")
         contexts = " ".join(view.get("contexts", []))

@@ -148,7 +148,8 @@ def _write_configs(root: Path, quick: bool) -> dict[str, str]:
     config = root / "config"
     config.mkdir(exist_ok=True)
     # 20% base rate (production default 1%) so a few minutes of traffic fill the review queue.
-    (config / "sampling.yaml").write_text(yaml.safe_dump({"base_rate": 0.2, "thumbs_down_rate": 1.0, "refusal_rate": 0.2}))
+    (config / "sampling.yaml").write_text(yaml.safe_dump({"base_rate": 0.2, "thumbs_down_rate": 1.0, "refusal_rate": 0.2,
+                                                          "shadow_pair_rate": 0.5}))
     shipped = yaml.safe_load((REPO / "collectors" / "prices.yaml").read_text()) if (REPO / "collectors" / "prices.yaml").exists() else {}
     models = dict(shipped.get("models", {}))
     # The extractive generator is free; priced like a small hosted model so cost per query means something.
@@ -273,9 +274,12 @@ def run_demo(options: DemoOptions) -> DemoResult:
         if alerting is not None:
             alerts = alerting.webhook.alerts
 
+        from rag_monitor.demo.corpus import load_corpus
         from rag_monitor.demo.summary import collect_summary, render_summary
 
-        summary = collect_summary(agent, phases, alerts, urls, drift=drift, notes=notes, probes=hook.phases)
+        archived = [d.id for d in load_corpus().documents if d.metadata.get("archived")]
+        summary = collect_summary(agent, phases, alerts, urls, drift=drift, notes=notes, probes=hook.phases,
+                                  archived_ids=archived)
         summary.urls["report"] = str(_write_report(root, agent, summary, phases, alerts))
         text = render_summary(summary)
         say(text)
@@ -329,6 +333,7 @@ def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free
 def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any, say: Any, hook: Any) -> tuple[list, list, list]:
     import rag_monitor
     from rag_monitor.demo.app import MiniLMEmbedder, SupportApp
+    from rag_monitor.sdk import ShadowConfig
     from rag_monitor.demo.corpus import load_corpus
     from rag_monitor.demo.reviewer import SimulatedReviewer
     from rag_monitor.demo.traffic import ProgressBar, TrafficRunner, build_script, plan_phases
@@ -342,9 +347,13 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
     for phase in phases:
         name = phase.release.name
         if name not in monitors:
-            monitors[name] = rag_monitor.init(service_name=SERVICE_NAME, endpoint=endpoint, release=name, schedule_delay_s=0.5)
+            monitors[name] = rag_monitor.init(service_name=SERVICE_NAME, endpoint=endpoint, release=name, schedule_delay_s=0.5,
+                                              shadow=ShadowConfig(share=1.0, timeout_s=10.0, max_concurrency=1, max_pending=4))
     base = SupportApp(corpus, monitors[phases[0].release.name], MiniLMEmbedder(), phases[0].release, cache_dir=root / "cache")
     apps = {p.release.name: base.with_release(p.release, monitors[p.release.name]) for p in phases}
+    for phase in phases:
+        if phase.shadow is not None:
+            apps[phase.release.name].shadow = base.with_release(phase.shadow, monitors[phase.release.name])
     runner = TrafficRunner(corpus, apps, seed=options.seed)
     drift = DriftRuns(agent.store)
     reviewer = SimulatedReviewer(f"http://127.0.0.1:{agent.settings.http_port}", REVIEW_TOKEN, corpus)

@@ -17,6 +17,8 @@ from typing import Any
 from rag_monitor.demo.probes import render_probes
 
 STAGE_ORDER = ("retrieve", "embed", "filter", "rerank", "context", "generate")
+PRODUCTION = {"variant": "production"}
+"""What users got: a shadow candidate's queries are in the shadow report, not in these lines."""
 
 
 def _samples(registry: Any, metric: str) -> Iterable[Any]:
@@ -43,11 +45,12 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
     return buckets[-1][0]
 
 
-def quantiles_by(registry: Any, metric: str, label: str, qs: Sequence[float] = (0.5, 0.95, 0.99)) -> dict[str, tuple[float | None, ...]]:
-    """``{label value: (p50, p95, p99)}`` of a histogram, summed over every other label."""
+def quantiles_by(registry: Any, metric: str, label: str, qs: Sequence[float] = (0.5, 0.95, 0.99),
+                 where: Mapping[str, str] = PRODUCTION) -> dict[str, tuple[float | None, ...]]:
+    """``{label value: (p50, p95, p99)}`` of a histogram (production's), summed over every other label."""
     cumulative: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for sample in _samples(registry, metric):
-        if sample.name == metric + "_bucket":
+        if sample.name == metric + "_bucket" and all(sample.labels.get(k) == v for k, v in where.items()):
             cumulative[sample.labels.get(label, "")][float(sample.labels["le"])] += sample.value
     return {key: tuple(histogram_quantile(q, list(b.items())) for q in qs) for key, b in cumulative.items()}
 
@@ -67,7 +70,7 @@ def sums_by(registry: Any, metric: str, labels: Sequence[str], where: Mapping[st
 def _histogram_part(registry: Any, metric: str, part: str, label: str) -> dict[str, float]:
     out: dict[str, float] = defaultdict(float)
     for sample in _samples(registry, metric):
-        if sample.name == f"{metric}_{part}":
+        if sample.name == f"{metric}_{part}" and all(sample.labels.get(k) == v for k, v in PRODUCTION.items()):
             out[sample.labels.get(label, "")] += sample.value
     return dict(out)
 
@@ -103,6 +106,10 @@ class DemoSummary:
     probes: list[Any] = field(default_factory=list)
     """Each phase's latest neighbour-stability probe run (``demo/probes.py``)."""
     probe_errors: float = 0.0
+    shadow: Any = None
+    """The shadow report over every sampled pair (``review.shadow.ShadowReport``)."""
+    shadow_archived: Any = None
+    """The same over the pairs whose production answer cited an archived policy."""
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -112,8 +119,13 @@ def _ratio(num: float, den: float) -> float | None:
 def collect_summary(
     agent: Any, phases: Sequence[Any], alerts: Sequence[Mapping[str, Any]], urls: Mapping[str, str],
     drift: Sequence[Mapping[str, Any]] = (), notes: Sequence[str] = (), probes: Sequence[Any] = (),
+    archived_ids: Iterable[str] = (),
 ) -> DemoSummary:
     """Everything the summary shows, read from the agent (registry and store) and the webhook."""
+    from rag_monitor.review.shadow import halves, shadow_report
+
+    archived = frozenset(archived_ids)
+    cites_archived = lambda item: bool(set(halves(item)[1].citations) & archived)  # noqa: E731 - production's half
     registry = agent.registry
     agent.refresh_gauges()
     stages = quantiles_by(registry, "rag_stage_duration_seconds", "stage")
@@ -121,12 +133,13 @@ def collect_summary(
     queries = _histogram_part(registry, "rag_query_duration_seconds", "count", "release")
     cost_sum = _histogram_part(registry, "rag_query_cost_usd", "sum", "release")
     cost_count = _histogram_part(registry, "rag_query_cost_usd", "count", "release")
-    regenerations = sums_by(registry, "rag_regenerations_total", ["release"])
-    refusals = sums_by(registry, "rag_refusals_total", ["release"])
-    weighted = sums_by(registry, "rag_faithfulness_weighted_total", ["release", "verdict"])
-    scored = sums_by(registry, "rag_faithfulness_scored_total", ["release", "verdict"])
-    filtered = sums_by(registry, "rag_filter_queries_total", ["release"], where={"filter_kind": "relevance"})
-    excluded = sums_by(registry, "rag_filter_exclusions_total", ["release"], where={"filter_kind": "relevance", "outcome": "removed_topk"})
+    regenerations = sums_by(registry, "rag_regenerations_total", ["release"], where=PRODUCTION)
+    refusals = sums_by(registry, "rag_refusals_total", ["release"], where=PRODUCTION)
+    weighted = sums_by(registry, "rag_faithfulness_weighted_total", ["release", "verdict"], where=PRODUCTION)
+    scored = sums_by(registry, "rag_faithfulness_scored_total", ["release", "verdict"], where=PRODUCTION)
+    filtered = sums_by(registry, "rag_filter_queries_total", ["release"], where={**PRODUCTION, "filter_kind": "relevance"})
+    excluded = sums_by(registry, "rag_filter_exclusions_total", ["release"],
+                       where={**PRODUCTION, "filter_kind": "relevance", "outcome": "removed_topk"})
     releases = []
     for release in sorted(queries, key=lambda r: (r == "other", r)):
         n = queries[release]
@@ -153,6 +166,8 @@ def collect_summary(
         alerts=_firing_first(alerts), review_queue=dict(depth), review_by_stratum=strata,
         thumbs_down_in_queue=in_queue, thumbs_down_sent=len(thumbs_sent), urls=dict(urls), notes=list(notes),
         probes=list(probes), probe_errors=sum(sums_by(registry, "rag_probe_errors_total", []).values()),
+        shadow=shadow_report(agent.store, call_cost=agent.prices.call_cost),
+        shadow_archived=shadow_report(agent.store, call_cost=agent.prices.call_cost, keep=cites_archived),
     )
 
 
@@ -220,6 +235,14 @@ def render_summary(s: DemoSummary) -> str:
     lines += ["", "Review queue: " + ", ".join(f"{k} {v}" for k, v in sorted(s.review_queue.items()))
               + "   sampled by stratum: " + ", ".join(f"{k} {v}" for k, v in sorted(s.review_by_stratum.items())),
               f"  thumbs-down answers in the queue: {s.thumbs_down_in_queue} of {s.thumbs_down_sent}"]
+    if s.shadow is not None:
+        lines += ["", "Shadow candidate vs production (blind pairwise review; `rag-monitor shadow report`)"]
+        lines += [f"  {line}" for line in s.shadow.text().splitlines()]
+        for c in s.shadow_archived.candidates if s.shadow_archived is not None else []:
+            w = c.win
+            rate = "-" if w.value is None else f"{w.value:.2f} [{w.low:.2f}, {w.high:.2f}]"
+            lines.append(f"  on questions production answered from an archived policy: win rate {rate}"
+                         f" ({w.wins} wins, {w.ties} ties, {w.losses} losses)")
     lines += ["", "Open:"] + [f"  {name:<12} {url}" for name, url in s.urls.items()]
     if s.notes:
         lines += [""] + [f"Note: {n}" for n in s.notes]

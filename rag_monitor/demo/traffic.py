@@ -40,6 +40,8 @@ class Phase:
     """Shares of ``policy``, ``nq`` and ``unanswerable`` questions."""
     users_notice: bool = False
     """Users recognise an answer from an archived policy and complain."""
+    shadow: ReleaseConfig | None = None
+    """A candidate pipeline answering beside the release in shadow, reviewed blind in pairs."""
 
     @property
     def queries(self) -> int:
@@ -69,7 +71,9 @@ def plan_phases(quick: bool = False, release_suffix: str = "", scale: float = 1.
         Phase("shift", "new topics arrive (general-knowledge questions)", good, durations[1], qps,
               {"policy": 0.25, "nq": 0.65, "unanswerable": 0.1}),
         Phase("bad-release", "release r2: relevance filter serves archived policies, slower", bad, durations[2], bad_qps,
-              {"policy": 0.7, "nq": 0.25, "unanswerable": 0.05}, users_notice=True),
+              {"policy": 0.7, "nq": 0.25, "unanswerable": 0.05}, users_notice=True,
+              # the fixed pipeline, in shadow: current policies, no invented sentences
+              shadow=replace(bad, name=bad.name + "-fix", serve_archived_versions=False, embellish_share=0.0)),
     ]
 
 

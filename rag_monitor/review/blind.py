@@ -6,7 +6,9 @@ the same way. No answer (its wording would tell which document it used), no deli
 contexts, no order, id, attribute or count that tells delivered from dropped. The server maps
 keys back to document ids. Step two, once relevance is locked in: the answer with the
 contexts it was given, for faithful, correct and refusal-appropriate; a shadow pair shows
-both answers in random order.
+both answers in random order, and the labels record that order (``pair_order``, the variant
+shown as A then B) beside the verdict. An item reviewed twice is shown to its second reviewer
+in the other order, so the shadow report can tell a verdict from a position preference.
 
 Never shown to anyone: release, model, variant, scores, stratum, trace id; documents an
 entitlement filter removed (the user was not allowed to see them); documents of a tenant the
@@ -106,12 +108,13 @@ def relevance_view(item_id: int, record: QueryRecord, tenants: frozenset[str] | 
     }
 
 
-def _flipped(item_id: int) -> bool:
-    return _rng(item_id, "pair").random() < 0.5
+def _flipped(item_id: int, swap: bool = False) -> bool:
+    """Whether the pair's other answer is shown first; ``swap`` (a second review) reverses it."""
+    return (_rng(item_id, "pair").random() < 0.5) != swap
 
 
 def answer_view(item_id: int, record: QueryRecord, paired: QueryRecord | None = None,
-                tenants: frozenset[str] | None = None) -> dict[str, Any]:
+                tenants: frozenset[str] | None = None, swap: bool = False) -> dict[str, Any]:
     """Step two: the answer (or both answers of a pair) and the contexts it was given."""
     view: dict[str, Any] = {
         "item": item_id,
@@ -124,7 +127,7 @@ def answer_view(item_id: int, record: QueryRecord, paired: QueryRecord | None = 
         view["answer"] = neutralise(record.answer)
     else:
         answers = [neutralise(record.answer), neutralise(paired.answer)]
-        view["answers"] = answers[::-1] if _flipped(item_id) else answers
+        view["answers"] = answers[::-1] if _flipped(item_id, swap) else answers
     return view
 
 
@@ -160,7 +163,8 @@ def _text(body: dict[str, Any], name: str) -> str:
     return value
 
 
-def answer_labels(item_id: int, record: QueryRecord, body: Any, paired: QueryRecord | None = None) -> dict[str, Any]:
+def answer_labels(item_id: int, record: QueryRecord, body: Any, paired: QueryRecord | None = None,
+                  swap: bool = False) -> dict[str, Any]:
     """Validate step two's labels. Raises ``ValueError`` naming the bad field."""
     if not isinstance(body, dict):
         raise ValueError("labels must be a JSON object")
@@ -180,7 +184,13 @@ def answer_labels(item_id: int, record: QueryRecord, body: Any, paired: QueryRec
         preferred = body.get("preferred")
         if preferred not in ("A", "B", "tie", None):
             raise ValueError(f"preferred must be A, B, tie or null, got {str(preferred)[:40]!r}")
-        own, other = record.variant, paired.variant
-        mapping = {"A": other if _flipped(item_id) else own, "B": own if _flipped(item_id) else other}
-        out["preferred"] = mapping.get(preferred, preferred)
+        order = pair_order(item_id, record, paired, swap)
+        out["pair_order"] = order
+        out["preferred"] = {"A": order[0], "B": order[1]}.get(preferred, preferred)
     return out
+
+
+def pair_order(item_id: int, record: QueryRecord, paired: QueryRecord, swap: bool = False) -> list[str]:
+    """The variants of a pair's answers as shown, A first (``record`` is the item's own half)."""
+    own, other = record.variant, paired.variant
+    return [other, own] if _flipped(item_id, swap) else [own, other]

@@ -5,6 +5,7 @@ entitlement-eligible document the reviewer marked relevant, the share where a re
 removed all of them. Entitlement exclusions never count: a document the user may not see is
 never a false exclusion. Each query counts with its weight (1 / inclusion probability) so
 oversampled complaints don't bias the rate; with no qualifying query the rate is absent.
+Shadow-pair items are left out: a shadow candidate's filters never served a user.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def false_exclusion_stats(reviewed: Iterable[tuple[object, object]]) -> list[Fal
     """Per release, from ``(ReviewItem, Review)`` pairs as ``Store.reviewed()`` returns them."""
     counts: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     for item, review in reviewed:
+        if item.pair_trace_id:
+            continue
         record = item.query_record
         verdict = is_false_exclusion(record, review.labels.get("relevant_documents", []))
         if verdict is None:

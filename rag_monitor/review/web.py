@@ -202,11 +202,16 @@ class ReviewApp:
             return None
         return paired
 
+    def _swapped(self, item) -> bool:
+        """A pair's second review sees the answers in the other order (position-swap consistency)."""
+        return len(self.store.all_reviews([item.id]).get(item.id, [])) % 2 == 1
+
     def _view(self, item, reviewer: Reviewer) -> dict[str, Any]:
         record = item.query_record
         if item.draft is None:
             return relevance_view(item.id, record, reviewer.tenants)
-        return answer_view(item.id, record, self._paired(item, reviewer), reviewer.tenants)
+        paired = self._paired(item, reviewer)
+        return answer_view(item.id, record, paired, reviewer.tenants, swap=paired is not None and self._swapped(item))
 
     def _claim(self, reviewer: Reviewer) -> dict[str, Any] | None:
         item = self.store.current_claim(reviewer.name)
@@ -256,7 +261,9 @@ class ReviewApp:
         if item.draft is None:
             return _error(409, "give the relevance labels first (step one)")
         try:
-            labels = {**item.draft, **answer_labels(item.id, item.query_record, body, self._paired(item, reviewer))}
+            paired = self._paired(item, reviewer)
+            swap = paired is not None and self._swapped(item)
+            labels = {**item.draft, **answer_labels(item.id, item.query_record, body, paired, swap)}
             needed = 2 if needs_second_review(item.trace_id, self.double_share) else 1
             self.store.submit_review(item.id, reviewer.name, labels, reviews_needed=needed)
         except ValueError as exc:

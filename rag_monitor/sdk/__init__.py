@@ -8,7 +8,8 @@ from rag_monitor.sdk.config import CaptureConfig, ExportConfig
 from rag_monitor.sdk.ids import format_trace_id, parse_trace_id, root_span_id
 from rag_monitor.sdk.monitor import Monitor, init
 from rag_monitor.sdk.processor import BoundedBatchSpanProcessor, ExportStats, SynchronousSpanProcessor
-from rag_monitor.sdk.query import Query, Stage, current_query
+from rag_monitor.sdk.query import Query, ShadowQuery, Stage, current_query
+from rag_monitor.sdk.shadow import ShadowConfig, ShadowContext, ShadowStats, ShadowWriteRefused, in_shadow
 
 __all__ = [
     "BoundedBatchSpanProcessor",
@@ -17,10 +18,16 @@ __all__ = [
     "ExportStats",
     "Monitor",
     "Query",
+    "ShadowConfig",
+    "ShadowContext",
+    "ShadowQuery",
+    "ShadowStats",
+    "ShadowWriteRefused",
     "Stage",
     "SynchronousSpanProcessor",
     "current_query",
     "format_trace_id",
+    "in_shadow",
     "init",
     "parse_trace_id",
     "root_span_id",

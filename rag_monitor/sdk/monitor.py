@@ -13,6 +13,7 @@ feedback sent later, from anywhere, lands under the query's root span::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,7 +36,8 @@ from rag_monitor.sdk.processor import (
     SynchronousSpanProcessor,
     _CountingProcessor,
 )
-from rag_monitor.sdk.query import Query, current_query
+from rag_monitor.sdk.query import Query, ShadowQuery, current_query
+from rag_monitor.sdk.shadow import ShadowConfig, ShadowContext, ShadowRunner, ShadowStats, ShadowWriteRefused, in_shadow
 
 _INSTRUMENTATION_NAME = "rag_monitor"
 _ROOT_CONTEXT = Context()  # an empty context: every query starts a trace of its own
@@ -68,6 +70,7 @@ class Monitor:
         max_export_batch_size: int | None = None,
         schedule_delay_s: float | None = None,
         resource_attributes: Mapping[str, Any] | None = None,
+        shadow: ShadowConfig | None = None,
     ) -> None:
         if not service_name or not isinstance(service_name, str):
             raise ValueError(f"service_name={service_name!r}: a non-empty string is required")
@@ -79,6 +82,9 @@ class Monitor:
         self._tracer: Any = None
         self.capture = capture
         self.export_config: ExportConfig | None = None
+        self._shadow_config = shadow
+        self._shadow_runner: ShadowRunner | None = None
+        self._shadow_lock = threading.Lock()
         if not self.enabled:
             return
         # Configuration errors are the developer's: raise them here, at start-up.
@@ -138,6 +144,7 @@ class Monitor:
         intent: str | None = None,
         route: str | None = None,
         shadow_of: str | int | None = None,
+        candidate: str | None = None,
         start_time_ns: int | None = None,
     ) -> Query | NoopQuery:
         """Start a query (the root span of a new trace); use it as a ``with`` block.
@@ -146,7 +153,9 @@ class Monitor:
         from a batch job's logs; live apps leave both to the clock.
 
         ``variant`` is ``production``, ``shadow`` or ``candidate``; a shadow query names the
-        production query it shadows with ``shadow_of`` (a trace id).
+        production query it shadows with ``shadow_of`` (a trace id) and its pipeline with
+        ``candidate``; ``q.shadow(...)`` does all of it (``rag_monitor.sdk.shadow``). Inside a
+        shadow candidate this returns a no-op query: a candidate never records a production query.
         """
         if variant not in semconv.VARIANTS:
             raise ValueError(f"variant={variant!r}: expected one of {semconv.VARIANTS}")
@@ -154,6 +163,10 @@ class Monitor:
             shadow_of = format_trace_id(parse_trace_id(shadow_of))
         tracer = self._tracer
         if tracer is None:
+            return NOOP_QUERY
+        if in_shadow():
+            log.warning("query-in-shadow", "rag_monitor: monitor.query() inside a shadow candidate was refused;"
+                        " record on ctx.query")
             return NOOP_QUERY
         try:
             capture = self.capture
@@ -187,6 +200,8 @@ class Monitor:
                 attrs[semconv.RAG_ROUTE] = str(route)
             if shadow_of is not None:
                 attrs[semconv.RAG_SHADOW_OF] = shadow_of
+            if candidate is not None:
+                attrs[semconv.RAG_SHADOW_CANDIDATE] = str(candidate)
             if truncated:
                 attrs[semconv.RAG_TRUNCATED] = tuple(truncated)
             # A query runs inside the app's own request span (if any): link to it, don't join it.
@@ -194,10 +209,35 @@ class Monitor:
             links = (Link(app_span),) if app_span.is_valid else ()
             span = tracer.start_span(semconv.RAG_QUERY_SPAN_NAME, context=_ROOT_CONTEXT, attributes=attrs, links=links,
                                      start_time=start_time_ns)
-            return Query(tracer, span, capture, truncated)
+            if variant == semconv.VARIANT_SHADOW:
+                return ShadowQuery(tracer, span, capture, truncated)
+            q = Query(tracer, span, capture, truncated)
+            q._shadows, q._shadow_args = self, (text, tenant, intent)
+            return q
         except Exception:  # noqa: BLE001
             log.internal_error("query")
             return NOOP_QUERY
+
+    # --- shadow evaluation ------------------------------------------------------------------
+
+    @property
+    def shadow_runner(self) -> ShadowRunner | None:
+        """The runner behind ``q.shadow(...)``, started on first use (None when disabled)."""
+        if self._tracer is None:
+            return None
+        with self._shadow_lock:
+            if self._shadow_runner is None:
+                self._shadow_runner = ShadowRunner(self._shadow_query, self._shadow_config)
+            return self._shadow_runner
+
+    def _shadow_query(self, ctx: ShadowContext) -> Query | NoopQuery:
+        return self.query(ctx.text, tenant=ctx.tenant, intent=ctx.intent, variant=semconv.VARIANT_SHADOW,
+                          shadow_of=ctx.production_trace_id, candidate=ctx.variant)
+
+    def shadow_stats(self) -> ShadowStats:
+        """Shadow candidates submitted, dropped, completed, timed out, failed, running."""
+        runner = self._shadow_runner
+        return runner.stats() if runner is not None else ShadowStats()
 
     def feedback(
         self,
@@ -214,11 +254,16 @@ class Monitor:
         """
         if kind not in semconv.FEEDBACK_KINDS:
             raise ValueError(f"feedback kind={kind!r}: expected one of {semconv.FEEDBACK_KINDS}")
+        if isinstance(trace_id, ShadowQuery) or in_shadow():
+            raise ShadowWriteRefused("feedback on a shadow query: a shadow's answer never reached a user")
         if isinstance(trace_id, (Query, NoopQuery)):
             trace_id = trace_id.trace_id
         if trace_id == INVALID_TRACE_ID or trace_id == 0:
             return  # a query the SDK did not record (disabled, or our own failure)
         tid = parse_trace_id(trace_id)
+        runner = self._shadow_runner
+        if runner is not None and runner.is_shadow(format_trace_id(tid)):
+            raise ShadowWriteRefused(f"feedback on shadow trace {format_trace_id(tid)}: refused")
         tracer = self._tracer
         if tracer is None:
             return
@@ -266,6 +311,9 @@ class Monitor:
         """Flush and stop; later calls record nothing (their spans count as dropped)."""
         if self._provider is None:
             return
+        runner = self._shadow_runner
+        if runner is not None:
+            runner.shutdown(timeout_s)  # a candidate's spans end (or time out) before the flush
         try:
             self._processor.shutdown(int(timeout_s * 1000))  # type: ignore[union-attr]
             self._provider.shutdown()
@@ -280,6 +328,6 @@ def init(service_name: str, **kwargs: Any) -> Monitor:
     ``OTEL_EXPORTER_OTLP_ENDPOINT``, else ``http://127.0.0.1:4318``), ``release``,
     ``span_exporter`` (replaces OTLP, e.g. an in-memory exporter in tests), ``batch``
     (False: export each span as it ends), ``enabled``, ``capture`` (a ``CaptureConfig``),
-    ``token``, ``export_timeout_s``, ``max_queue_size``.
+    ``token``, ``export_timeout_s``, ``max_queue_size``, ``shadow`` (a ``ShadowConfig``).
     """
     return Monitor(service_name, **kwargs)

@@ -74,7 +74,7 @@ class NoopQuery(NoopStage):
         # Validated even when disabled, so the bug shows up where monitoring is off (dev).
         check_filter_kind(kind)
         return NOOP_STAGE
-    answer = refuse = NoopStage._ignore
+    answer = refuse = shadow = NoopStage._ignore
 
 
 NOOP_QUERY = NoopQuery()

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.trace import Status, StatusCode
 
 from rag_monitor import semconv
 from rag_monitor.sdk._logging import log
@@ -38,7 +39,7 @@ from rag_monitor.sdk.stages import FilterStage, GenerateStage, RerankStage, Retr
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Tracer
 
-__all__ = ["FilterStage", "GenerateStage", "Query", "RerankStage", "RetrieveStage", "Stage", "current_query"]
+__all__ = ["FilterStage", "GenerateStage", "Query", "RerankStage", "RetrieveStage", "ShadowQuery", "Stage", "current_query"]
 
 _KIND = semconv.OPENINFERENCE_SPAN_KIND
 _STAGE = semconv.RAG_STAGE
@@ -59,7 +60,7 @@ def current_query() -> Query | NoopQuery:
 class Query(_SpanHandle):
     """One RAG query: the root span of its own trace. Create with ``Monitor.query``."""
 
-    __slots__ = ("_tracer", "_parent", "_stages", "_token")
+    __slots__ = ("_tracer", "_parent", "_stages", "_token", "_shadows", "_shadow_args")
 
     def __init__(self, tracer: Tracer, span: Any, capture: CaptureConfig, truncated: list[str] | None) -> None:
         super().__init__(span, capture)
@@ -69,6 +70,8 @@ class Query(_SpanHandle):
         self._parent = trace.set_span_in_context(span, _EMPTY_CONTEXT)
         self._stages: list[Stage] = []
         self._token: contextvars.Token | None = None
+        self._shadows: Any = None  # the monitor's shadow runner source (``Monitor.shadow_runner``)
+        self._shadow_args: tuple[Any, ...] = ()  # (text, tenant, intent) a candidate gets
 
     @property
     def trace_id(self) -> str:
@@ -118,6 +121,24 @@ class Query(_SpanHandle):
         except Exception:  # noqa: BLE001
             log.internal_error("query end")
         super().end(end_time_ns)
+
+    def shadow(self, variant: str, candidate: Any) -> Any:
+        """Run ``candidate(ctx)`` as shadow pipeline ``variant`` off the request path (``sdk.shadow``).
+
+        Call it inside the query's block. Returns at once: a ``Future`` when the candidate was
+        admitted, None when this query was not in the sampled share, every slot was taken (counted
+        in ``Monitor.shadow_stats()``) or the query has ended.
+        """
+        if not variant or not isinstance(variant, str):
+            raise ValueError(f"shadow variant={variant!r}: a non-empty candidate name is required")
+        try:
+            runner = self._shadows.shadow_runner if self._shadows is not None else None
+            if runner is None or self._ended:
+                return None
+            return runner.submit(self, variant, candidate, *self._shadow_args)
+        except Exception:  # noqa: BLE001
+            log.internal_error("shadow")
+            return None
 
     # --- stages ---------------------------------------------------------------------------
 
@@ -303,3 +324,27 @@ class Query(_SpanHandle):
             self._set(attrs)
         except Exception:  # noqa: BLE001
             log.internal_error("refuse")
+
+
+class ShadowQuery(Query):
+    """A shadow candidate's query: feedback on it is refused, writes after its deadline ignored."""
+
+    __slots__ = ()
+
+    def shadow(self, variant: str, candidate: Any) -> None:
+        """A shadow is never shadowed itself."""
+        return None
+
+    def _set(self, attrs: dict[str, Any]) -> None:
+        if not self._ended:  # a timed-out candidate may still be writing: its span is closed
+            super()._set(attrs)
+
+    def _timed_out(self, timeout_s: float) -> None:
+        """End the span now, as an error: the candidate overran its deadline."""
+        if self._ended:
+            return
+        try:
+            self._span.set_status(Status(StatusCode.ERROR, f"shadow candidate timed out after {timeout_s:g}s"))
+        except Exception:  # noqa: BLE001
+            log.internal_error("shadow timeout status")
+        self.end()

@@ -296,6 +296,16 @@ class ReviewQueue:
         return out
 
 
+    def paired_items(self, since: float | None = None) -> list[ReviewItem]:
+        """Sampled shadow pairs stored whole (both halves), reviewed or not, oldest first."""
+        t = review_items
+        stmt = sa.select(t).where(t.c.pair_trace_id.is_not(None), t.c.pair_record.is_not(None)).order_by(t.c.id)
+        if since is not None:
+            stmt = stmt.where(t.c.created_at >= since)
+        with self._db.read() as conn:
+            return [ReviewItem.from_row(row) for row in conn.execute(stmt)]
+
+
 def _tenant_of(record: QueryRecord | dict[str, Any]) -> str | None:
     return record.tenant if isinstance(record, QueryRecord) else record.get("tenant")
 

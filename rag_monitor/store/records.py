@@ -144,6 +144,16 @@ class Scores:
             rows = conn.execute(sa.select(scores).where(scores.c.trace_id == trace_id)).all()
         return {row.scorer: _score(row) for row in rows}
 
+    def for_traces(self, trace_ids: Iterable[str]) -> dict[str, dict[str, Score]]:
+        """``for_trace`` of many traces in one read: trace id -> scorer -> score."""
+        ids = sorted(set(trace_ids))
+        out: dict[str, dict[str, Score]] = {}
+        with self._db.read() as conn:
+            for start in range(0, len(ids), 500):  # keep the IN list within every driver's limits
+                for row in conn.execute(sa.select(scores).where(scores.c.trace_id.in_(ids[start:start + 500]))):
+                    out.setdefault(row.trace_id, {})[row.scorer] = _score(row)
+        return out
+
     def by_scorer(self, scorer: str, since: float | None = None) -> list[Score]:
         stmt = sa.select(scores).where(scores.c.scorer == scorer).order_by(scores.c.computed_at, scores.c.trace_id)
         if since is not None:

@@ -293,6 +293,9 @@ class Store:
     ) -> list[tuple[ReviewItem, Review]]:
         return self._queue.reviewed(since, queue=queue, limit=limit)
 
+    def paired_items(self, since: float | None = None) -> list[ReviewItem]:
+        return self._queue.paired_items(since)
+
     # --- feedback and scores -------------------------------------------------------------------
 
     def add_feedback(self, events: Iterable[FeedbackEvent]) -> int:
@@ -320,6 +323,9 @@ class Store:
 
     def scores_for(self, trace_id: str) -> dict[str, Score]:
         return self._scores.for_trace(trace_id)
+
+    def scores_for_traces(self, trace_ids: Iterable[str]) -> dict[str, dict[str, Score]]:
+        return self._scores.for_traces(trace_ids)
 
     def scores(self, scorer: str, since: float | None = None) -> list[Score]:
         return self._scores.by_scorer(scorer, since)

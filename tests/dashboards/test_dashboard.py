@@ -81,6 +81,7 @@ def test_links_to_phoenix_and_the_review_page():
 NOT_IN_THE_DEMO = {
     "rag_judge_": "the LLM judge runs only with judge_url set; the demo has no chat endpoint",
     "rag_review_agreement_": "agreement needs two reviewers on one item; the demo's simulated reviewer is one",
+    "rag_shadow_swap_agreement_": "swap agreement needs a shadow pair reviewed twice; the demo's simulated reviewer is one",
 }
 """Metric prefixes whose panels have no series in the demo, and why."""
 

@@ -169,6 +169,13 @@ def test_quick_demo_tells_the_story(tmp_path, app, corpus):
     sent = {t for p in result.phases for t in p.thumbs_down_trace_ids}
     assert sent and result.summary.thumbs_down_in_queue == len(sent)
     assert "Latency per stage" in result.text and "Alerts that fired" in result.text
+    # The fixed pipeline ran in shadow beside r2; the blind pairwise reviews prefer it where r2
+    # served an archived policy, and the summary shows the shadow report.
+    (fixed,) = result.summary.shadow.candidates
+    assert fixed.candidate == "r2-fix" and fixed.reviewed > 0
+    (on_archived,) = result.summary.shadow_archived.candidates
+    assert on_archived.win.wins > 0 and on_archived.win.losses == 0 and on_archived.win.low > 0.5, on_archived.win
+    assert "Shadow candidate vs production" in result.text and "win rate vs production" in result.text
     # The first probe run pins; the bad release's index rebuild drops the overlap to exactly what the
     # two releases' top-k give when compared directly.
     from rag_monitor.demo.app import BAD_RELEASE

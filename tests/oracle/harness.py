@@ -265,8 +265,10 @@ def dump_store(store_url: str) -> str:
 def sampled_items(store_url: str) -> list[dict]:
     engine = sa.create_engine(store_url)
     with engine.connect() as c:
-        rows = c.execute(sa.text("SELECT i.trace_id, i.stratum, i.inclusion_prob, i.weight, i.counted_weight, s.label "
-                                 "FROM review_items i LEFT JOIN scores s ON s.trace_id = i.trace_id")).mappings().all()
+        # A pair's production half is scored under "<scorer>:pair-half" for the shadow report only.
+        rows = c.execute(sa.text("SELECT i.trace_id, i.stratum, i.inclusion_prob, i.weight, i.counted_weight, i.pair_trace_id, "
+                                 "s.label FROM review_items i LEFT JOIN scores s ON s.trace_id = i.trace_id "
+                                 "AND s.scorer NOT LIKE :pair_half"), {"pair_half": "%:pair-half"}).mappings().all()
     engine.dispose()
     return [dict(r) for r in rows]
 
@@ -374,8 +376,9 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
         same = (exported is None and est["estimate"] is None) or (
             exported is not None and est["estimate"] is not None and abs(exported - est["estimate"]) < 1e-9)
         checks.append(Check(f"weighted unsupported rate {variant}", est["estimate"], exported, same))
-    # False exclusions from the reviews: the exported ratio is the weighted share, per release.
-    weights = {r["trace_id"]: r["weight"] for r in items}
+    # False exclusions from the reviews: the exported ratio is the weighted share, per release, of
+    # the queries users were served (a shadow pair's filters served nobody).
+    weights = {r["trace_id"]: r["weight"] for r in items if not r["pair_trace_id"]}
     per_release: dict[str, list[float]] = {}
     for trace_id, w in weights.items():
         q = by_trace.get(trace_id)
