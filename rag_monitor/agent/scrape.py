@@ -37,7 +37,7 @@ class ReviewStatsCollector(Collector):
         self.window_s = window_s
         self.clock = clock
         self._lock = threading.Lock()
-        self._buckets: dict[tuple[float, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
+        self._buckets: dict[tuple[float, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0.0])
         self._counted: dict[int, float] = {}
         """Review id -> review time, for reviews within OVERLAP_S of the newest seen."""
         self._newest = 0.0
@@ -68,6 +68,7 @@ class ReviewStatsCollector(Collector):
                     b[1] += s.false_exclusions
                     b[2] += s.weighted_eligible
                     b[3] += s.weighted_false_exclusions
+                    b[4] += s.weighted_eligible_squares
             keep_after = self._newest - OVERLAP_S
             self._counted = {i: t for i, t in self._counted.items() if t >= keep_after}
             for key in [k for k in self._buckets if k[0] + BUCKET_S <= horizon]:
@@ -78,14 +79,16 @@ class ReviewStatsCollector(Collector):
         """Per release, over the window (to the hour)."""
         if not self._fresh:
             self.refresh()
-        totals: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
+        totals: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0.0])
         with self._lock:
             for (_, release), b in self._buckets.items():
                 totals[release] = [t + v for t, v in zip(totals[release], b)]
-        return [FalseExclusionStats(r, int(c[0]), int(c[1]), c[2], c[3]) for r, c in sorted(totals.items())]
+        return [FalseExclusionStats(r, int(c[0]), int(c[1]), c[2], c[3], c[4]) for r, c in sorted(totals.items())]
 
     def collect(self):
         ratio = GaugeMetricFamily("rag_filter_false_exclusion_ratio", "Weighted share of reviewed queries whose relevance filter removed every eligible relevant document.", labels=["release"])
+        lower = GaugeMetricFamily("rag_filter_false_exclusion_ratio_lower", "Lower end of the 95% Wilson interval of rag_filter_false_exclusion_ratio (Kish effective sample size).", labels=["release"])
+        upper = GaugeMetricFamily("rag_filter_false_exclusion_ratio_upper", "Upper end of the 95% Wilson interval of rag_filter_false_exclusion_ratio.", labels=["release"])
         eligible = GaugeMetricFamily("rag_filter_false_exclusion_eligible", "Reviewed queries with at least one entitlement-eligible relevant document (the denominator).", labels=["release"])
         excluded = GaugeMetricFamily("rag_filter_false_exclusions", "Reviewed queries whose relevance filter removed every eligible relevant document (the numerator).", labels=["release"])
         try:
@@ -98,7 +101,12 @@ class ReviewStatsCollector(Collector):
             excluded.add_metric([s.release], s.false_exclusions)
             if s.ratio is not None:
                 ratio.add_metric([s.release], s.ratio)
+            if s.interval is not None:
+                lower.add_metric([s.release], s.interval[0])
+                upper.add_metric([s.release], s.interval[1])
         yield ratio
+        yield lower
+        yield upper
         yield eligible
         yield excluded
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from rag_monitor import semconv
 from rag_monitor.record import QueryRecord
+from rag_monitor.review.rates import wilson
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,20 @@ class FalseExclusionStats:
     false_exclusions: int
     weighted_eligible: float
     weighted_false_exclusions: float
+    weighted_eligible_squares: float = 0.0
+    """Sum of the squared weights: the Kish effective size of the interval."""
 
     @property
     def ratio(self) -> float | None:
         return self.weighted_false_exclusions / self.weighted_eligible if self.weighted_eligible else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """95% Wilson interval at the Kish effective size, as for the judged rates (``rates.py``)."""
+        ratio = self.ratio
+        if ratio is None or not self.weighted_eligible_squares:
+            return None
+        return wilson(ratio, self.weighted_eligible**2 / self.weighted_eligible_squares)
 
 
 def is_false_exclusion(record: QueryRecord, relevant_ids: Iterable[str]) -> bool | None:
@@ -47,7 +58,7 @@ def is_false_exclusion(record: QueryRecord, relevant_ids: Iterable[str]) -> bool
 
 def false_exclusion_stats(reviewed: Iterable[tuple[object, object]]) -> list[FalseExclusionStats]:
     """Per release, from ``(ReviewItem, Review)`` pairs as ``Store.reviewed()`` returns them."""
-    counts: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
+    counts: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0.0])
     for item, review in reviewed:
         if item.pair_trace_id:
             continue
@@ -58,7 +69,8 @@ def false_exclusion_stats(reviewed: Iterable[tuple[object, object]]) -> list[Fal
         c = counts[record.release or "unknown"]
         c[0] += 1
         c[2] += item.weight
+        c[4] += item.weight * item.weight
         if verdict:
             c[1] += 1
             c[3] += item.weight
-    return [FalseExclusionStats(release, int(c[0]), int(c[1]), c[2], c[3]) for release, c in sorted(counts.items())]
+    return [FalseExclusionStats(release, int(c[0]), int(c[1]), c[2], c[3], c[4]) for release, c in sorted(counts.items())]

@@ -215,6 +215,9 @@ def test_false_exclusion_rate_from_reviews(review_agent):
     assert review_agent.metric("rag_filter_false_exclusion_eligible", labels) == 2
     assert review_agent.metric("rag_filter_false_exclusions", labels) == 1
     assert review_agent.metric("rag_filter_false_exclusion_ratio", labels) == pytest.approx(0.5)
+    # Two equal weights: Wilson's interval for 1 of 2, 0.0945 to 0.9055.
+    assert review_agent.metric("rag_filter_false_exclusion_ratio_lower", labels) == pytest.approx(0.0945, abs=1e-4)
+    assert review_agent.metric("rag_filter_false_exclusion_ratio_upper", labels) == pytest.approx(0.9055, abs=1e-4)
 
 
 def test_tenant_scoped_reviewer_sees_only_their_tenants_and_never_another_tenants_pair(review_agent):

@@ -152,3 +152,25 @@ def test_false_exclusions_count_documents_named_by_ids_or_by_documents():
     assert is_false_exclusion(both, ["gold", "gold-2"]) is True
     assert is_false_exclusion(both, ["gold", "kept"]) is False
     assert is_false_exclusion(entitlement, ["gold"]) is None  # never a false exclusion
+
+
+def test_false_exclusion_rate_carries_a_wilson_interval_at_the_kish_effective_size():
+    """Weights 1, 1, 5, 5 with the first and last excluded: rate 6/12, n_eff = 12^2 / 52."""
+    import math
+    from types import SimpleNamespace
+
+    from rag_monitor.record import FilterApplied, QueryRecord
+    from rag_monitor.review.stats import false_exclusion_stats
+
+    def item(i: int, weight: float, excluded: bool):
+        record = QueryRecord(trace_id=f"{i:032x}", root_span_id=f"{i:016x}", start_ns=i, end_ns=i + 1, release="r1",
+                             filters=[FilterApplied("relevance", excluded_ids=["d1"] if excluded else [])])
+        return SimpleNamespace(query_record=record, weight=weight, pair_trace_id=None), SimpleNamespace(labels={"relevant_documents": ["d1"]})
+
+    (stats,) = false_exclusion_stats([item(1, 1, True), item(2, 1, False), item(3, 5, False), item(4, 5, True)])
+    assert stats.ratio == 0.5 and stats.weighted_eligible_squares == 52
+    n, z = 144 / 52, 1.959963984540054
+    half = z * math.sqrt(0.25 / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    low, high = stats.interval
+    assert low == pytest.approx(0.5 - half) and high == pytest.approx(0.5 + half)
+    assert 0 < low < 0.5 < high < 1
