@@ -10,7 +10,7 @@ apart as FAQ entries), and a quarter of the queries also get one of 5 popular do
 documents repeat across queries. The simulation feeds ``DriftFeed`` (SQLite store in a temp
 directory), and at every hourly slot calls ``run_profile`` for each default profile of
 ``detectors/profiles.yaml`` (the scheduler's slot logic, fast-forwarded): 7 days of reference
-period, then ``--days`` (30) days of stationary traffic, then ``--shift-days`` (1) with 10% of the
+period, then ``--days`` (30) days of stationary traffic, then ``--shift-days`` (3) with 10% of the
 traffic on 10 intents held out of everything before.
 
 Regeneration: the rule's band (``regeneration_rules.band_half_width``, the PromQL's formula) on
@@ -19,10 +19,10 @@ regeneration probability (and without it), 4 weeks of history then 360 days eval
 with the rule's ``for`` (reported per 30 days); the old band (3 x stddev over a week, at least
 0.02, 200 queries) beside it.
 
-Bounded for two shared cores: the drift part runs at ``--rate 100`` queries an hour with the
-embedding profiles' windows cut to ``--window 250`` items (reference reservoir 2,500) instead of
-the default 1,000 (10,000): the same hourly schedule, page threshold and tests, four times fewer
-items per test. Writes ``benchmarks/results/drift_month.json``.
+Bounded for two shared cores: the drift part runs at ``--rate 100`` queries an hour, so a default
+1,000-query window fills in about 10 hours (the hourly schedule skips until then: 72 windows in
+30 days rather than one an hour); the profiles' own windows and reference unless ``--window`` /
+``--reference-size`` cut them. Writes ``benchmarks/results/drift_month.json``.
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/drift_month.py``.
 """
 
@@ -109,9 +109,11 @@ class DailyTraffic:
 
 
 def simulate_drift(args) -> dict:
-    profiles = [dataclasses.replace(p, current_size=args.window, min_current=args.window,
-                                    reference_size=args.reference_size) if p.signal != "intent" else p
-                for p in load_profiles(ROOT / "detectors" / "profiles.yaml")]
+    profiles = load_profiles(ROOT / "detectors" / "profiles.yaml")
+    if args.window or args.reference_size:
+        profiles = [dataclasses.replace(p, current_size=args.window or p.current_size, min_current=args.window or p.min_current,
+                                        reference_size=args.reference_size or p.reference_size) if p.signal != "intent" else p
+                    for p in profiles]
     traffic = DailyTraffic(seed=args.seed, rate=args.rate)
     tmp = tempfile.mkdtemp(prefix="drift-month-")
     store = open_store(f"sqlite:///{tmp}/store.db")
@@ -242,20 +244,22 @@ def _pages(condition: np.ndarray, for_minutes: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=float, default=30)
-    parser.add_argument("--shift-days", type=float, default=1)
+    parser.add_argument("--shift-days", type=float, default=3, help="days of the 10%% new topic (about 7 windows at --rate 100)")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--regeneration-days", type=float, default=360, help="stationary days of the regeneration simulation")
     parser.add_argument("--regeneration-only", action="store_true")
     parser.add_argument("--rate", type=float, default=100, help="drift simulation: queries an hour on average")
-    parser.add_argument("--window", type=int, default=250, help="embedding profiles' window (default profiles: 1000)")
-    parser.add_argument("--reference-size", type=int, default=2500, help="embedding profiles' reference reservoir")
+    parser.add_argument("--window", type=int, default=None, help="cut the embedding profiles' window (default: theirs)")
+    parser.add_argument("--reference-size", type=int, default=None, help="cut the embedding profiles' reference reservoir")
     args = parser.parse_args()
     result = {"regeneration": simulate_regeneration(args)}
     print(json.dumps(result["regeneration"]["per_30_days"], indent=1), flush=True)
     if not args.regeneration_only:
         result["drift"] = simulate_drift(args)
-        result["drift"]["traffic"] = {"queries_per_hour_mean": args.rate, "embedding_window": args.window,
-                                      "embedding_reference_size": args.reference_size, "daily_rate_swing": 0.6, "daily_intent_share_swing": 0.8,
+        query = next(p for p in load_profiles(ROOT / "detectors" / "profiles.yaml") if p.signal == "query_embedding")
+        result["drift"]["traffic"] = {"queries_per_hour_mean": args.rate, "embedding_window": args.window or query.current_size,
+                                      "embedding_reference_size": args.reference_size or query.reference_size,
+                                      "reference_ratio": query.reference_ratio, "daily_rate_swing": 0.6, "daily_intent_share_swing": 0.8,
                                       "reference_days": 7, "stationary_days": args.days, "shift_days": args.shift_days,
                                       "shift": "10% of traffic on 10 held-out banking77 intents"}
     RESULTS.mkdir(parents=True, exist_ok=True)

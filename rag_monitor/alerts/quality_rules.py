@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag_monitor.alerts.rulekit import _alert, _num, _pct, _record
+from rag_monitor.alerts.rulekit import PRODUCTION, _alert, _num, _pct, _record
 
 def _faithfulness_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     f = t["faithfulness"]
@@ -35,7 +35,7 @@ def _faithfulness_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"name": "rag-faithfulness-alerts", "rules": [_alert(
             t, "RagFaithfulnessLow",
             f"""
-rag:faithfulness_unsupported_ratio > {_num(f["max_unsupported_ratio"])}
+rag:faithfulness_unsupported_ratio{{{PRODUCTION}}} > {_num(f["max_unsupported_ratio"])}
 and on (variant, scorer)
 rag:faithfulness_scored >= {f["min_scored"]}""",
             f["for"], f["severity"],

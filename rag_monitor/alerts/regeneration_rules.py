@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag_monitor.alerts.rulekit import _alert, _indent, _num, _record
+from rag_monitor.alerts.rulekit import PRODUCTION, _alert, _indent, _num, _record
 from rag_monitor.alerts.thresholds import format_duration, parse_duration
 
 THIRTY_DAYS_S = 30 * 86400
@@ -92,9 +92,9 @@ clamp_min(
             t, "RagRegenerationRateOutsideBand",
             f"""
 (
-  rag:regeneration_ratio > on (variant) rag:regeneration_ratio:band_high
+  rag:regeneration_ratio{{{PRODUCTION}}} > on (variant) rag:regeneration_ratio:band_high
   or
-  rag:regeneration_ratio < on (variant) rag:regeneration_ratio:band_low
+  rag:regeneration_ratio{{{PRODUCTION}}} < on (variant) rag:regeneration_ratio:band_low
 )
 and on (variant) rag:regeneration_ratio:queries >= {r['min_queries']}
 and on (variant) rag:regeneration_ratio:baseline_seasons >= {r['min_seasons']}""",

@@ -9,6 +9,8 @@ from typing import Any
 from rag_monitor.alerts.thresholds import parse_duration
 
 TRIAGE_RECORD = "rag:triage"
+PRODUCTION = 'variant!="shadow"'
+"""What users see: a shadow candidate's latency, cost or faithfulness is judged by the shadow report, never paged."""
 RELEASE_AGE_RECORD = "rag:release:newest_age_seconds"
 
 

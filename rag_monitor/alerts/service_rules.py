@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag_monitor.alerts.rulekit import _alert, _num, _record
+from rag_monitor.alerts.rulekit import PRODUCTION, _alert, _num, _record
 
 def _quantile_records(metric: str, by: str, window: str) -> list[dict[str, str]]:
     base = metric.removeprefix("rag_")
@@ -36,7 +36,7 @@ token counts (rag_tokens_total) for longer prompts or answers, and the store/vec
         {"name": "rag-latency-alerts", "rules": [
             _alert(
                 t, "RagQueryLatencyOverSLO",
-                f"rag:query_duration_seconds:p95 > {_num(lat['p95_slo_seconds'])}\n{guard}",
+                f"rag:query_duration_seconds:p95{{{PRODUCTION}}} > {_num(lat['p95_slo_seconds'])}\n{guard}",
                 lat["p95_for"], "warning",
                 f"p95 query latency {{{{ $value | humanizeDuration }}}} on variant {{{{ $labels.variant }}}} over the last {w}, "
                 f"above the {_num(lat['p95_slo_seconds'])}s SLO.",
@@ -44,7 +44,7 @@ token counts (rag_tokens_total) for longer prompts or answers, and the store/vec
             ),
             _alert(
                 t, "RagQueryLatencyOverSLO",
-                f"rag:query_duration_seconds:p99 > {_num(lat['p99_slo_seconds'])}\n{guard}",
+                f"rag:query_duration_seconds:p99{{{PRODUCTION}}} > {_num(lat['p99_slo_seconds'])}\n{guard}",
                 lat["p99_for"], "page",
                 f"p99 query latency {{{{ $value | humanizeDuration }}}} on variant {{{{ $labels.variant }}}} over the last {w}, "
                 f"above the {_num(lat['p99_slo_seconds'])}s paging SLO.",
@@ -70,7 +70,7 @@ sum by (variant) (rate(rag_query_cost_usd_sum[{w}]))
         {"name": "rag-cost-alerts", "rules": [_alert(
             t, "RagCostPerQueryOverBudget",
             f"""
-rag:query_cost_usd:mean > {_num(c['max_usd_per_query'])}
+rag:query_cost_usd:mean{{{PRODUCTION}}} > {_num(c['max_usd_per_query'])}
 and on (variant)
 rag:query_cost_usd:queries >= {c['min_queries']}""",
             c["for"], c["severity"],

@@ -14,6 +14,13 @@
   split is one of the equally likely relabellings under no drift; the standardisation uses all
   ``P + 1`` rows symmetrically, so it does not break that.
 
+- Nearest neighbours (``neighbours=k``, Schilling 1986 / Henze 1988): one more statistic joins
+  the aggregation, the number of pairs ``(i, j)``, ``j`` among the ``k`` nearest neighbours of
+  ``i`` in the pooled sample, whose two items sit in the same window. The neighbour graph is
+  fixed before any relabelling, so its permutation distribution is exact as well. It sees a
+  small new cluster (a new topic is a few percent of traffic packed in one spot) that a
+  kernel width set for the whole distribution averages away.
+
 Cost: the pairwise distances are computed once, strip by strip; each width turns a strip into
 kernel values and every split's statistic comes from one matrix product with a ``(P + 1, N)``
 weight matrix (``diag(W K Wᵀ)``), so the kernel matrix is never stored whole and permutations
@@ -32,6 +39,8 @@ __all__ = [
     "DEFAULT_BANDWIDTHS",
     "MMDDrift",
     "aggregate_p_value",
+    "knn_graph",
+    "knn_permutation_statistics",
     "median_heuristic_sigma",
     "mmd2_permutation_statistics",
     "permutation_labels",
@@ -40,6 +49,11 @@ __all__ = [
 DEFAULT_BANDWIDTHS = (0.5, 0.7, 1.0, 1.4)
 """Multipliers of the median-heuristic width; chosen by ``benchmarks/drift_power.py`` (a new
 topic is a tight cluster, seen best by widths below the median)."""
+
+DEFAULT_NEIGHBOURS = 0
+"""Neighbours of the nearest-neighbour statistic in a bare ``MMDDrift`` (0: none, the pure kernel
+test); the shipped embedding profiles set 10 (``detectors/profiles.yaml``, measured by
+``benchmarks/drift_power.py``)."""
 
 DEGENERATE_RELATIVE_DISTANCE = 1e-5
 """A median squared distance below this share of the mean squared norm is float32 rounding
@@ -160,6 +174,46 @@ def mmd2_permutation_statistics(pooled: Any, labels: Any, sigma: float | Sequenc
     return out[0] if single else out
 
 
+def knn_graph(pooled: Any, k: int, *, chunk_size: int | None = 512, seed: int | None = None) -> Any:
+    """``(N, k)`` indices of each pooled vector's ``k`` nearest others (squared Euclidean distance).
+
+    Ties (repeated vectors: popular documents) are broken in a random order drawn from ``seed``,
+    never by position: the pooled sample lists the reference first, so breaking ties by position
+    would tie the graph to the observed labels and break the permutation test.
+    """
+    import numpy as np
+
+    n_total = pooled.shape[0]
+    if not 1 <= k < n_total:
+        raise ValueError(f"neighbours must be between 1 and {n_total - 1}, got {k}")
+    # a stream of its own: the permutations come from ``seed`` itself
+    order = np.random.default_rng(None if seed is None else [seed, 0x6B6E6E]).permutation(n_total)
+    shuffled = pooled[order]
+    chunk = n_total if chunk_size is None else max(1, int(chunk_size))
+    squared_norms = np.einsum("ij,ij->i", shuffled, shuffled)
+    out = np.empty((n_total, k), dtype=np.int64)
+    for start in range(0, n_total, chunk):
+        stop = min(start + chunk, n_total)
+        distances = shuffled[start:stop] @ shuffled.T
+        distances *= -2.0
+        distances += squared_norms[None, :]  # the row's own norm does not change its ranking
+        distances[np.arange(stop - start), np.arange(start, stop)] = np.inf
+        out[order[start:stop]] = order[np.argpartition(distances, k - 1, axis=1)[:, :k]]
+    return out
+
+
+def knn_permutation_statistics(neighbours: Any, labels: Any) -> Any:
+    """``(n_splits,)`` counts of neighbour pairs inside one window, per split of ``labels``."""
+    import numpy as np
+
+    labels = np.asarray(labels, dtype=bool)
+    out = np.empty(labels.shape[0], dtype=np.float64)
+    for row in range(labels.shape[0]):  # one split at a time keeps memory at N x k
+        split = labels[row]
+        out[row] = np.count_nonzero(split[:, None] == split[neighbours])
+    return out
+
+
 def aggregate_p_value(statistics: Any) -> tuple[float, Any, int]:
     """``(p_value, aggregated, best_width)`` from ``(n_widths, 1 + P)`` statistics (row 0 observed).
 
@@ -213,6 +267,8 @@ class MMDDrift(EmbeddingDriftDetector):
     bandwidths
         Multipliers of the median-heuristic width, aggregated (default ``DEFAULT_BANDWIDTHS``);
         ``(1.0,)`` is the single-bandwidth test.
+    neighbours
+        ``k`` of the nearest-neighbour statistic aggregated with the kernel widths (0: none).
     median_max_points
         The median heuristic looks at pairs among at most this many reference vectors.
     chunk_size
@@ -238,6 +294,7 @@ class MMDDrift(EmbeddingDriftDetector):
         n_permutations: int = 300,
         bandwidth: float | None = None,
         bandwidths: Sequence[float] = DEFAULT_BANDWIDTHS,
+        neighbours: int = DEFAULT_NEIGHBOURS,
         median_max_points: int | None = 2000,
         chunk_size: int | None = 512,
         dtype: str = "float32",
@@ -253,6 +310,8 @@ class MMDDrift(EmbeddingDriftDetector):
         bandwidths = tuple(float(b) for b in bandwidths)
         if not bandwidths or not all(b > 0.0 for b in bandwidths):
             raise ValueError(f"bandwidths must be positive multipliers of the median width, got {bandwidths!r}")
+        if not isinstance(neighbours, int) or neighbours < 0:
+            raise ValueError(f"neighbours must be a non-negative integer, got {neighbours!r}")
         if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
             raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
         if dtype not in ("float32", "float64"):
@@ -262,6 +321,7 @@ class MMDDrift(EmbeddingDriftDetector):
         self.n_permutations = n_permutations
         self.bandwidth = None if bandwidth is None else float(bandwidth)
         self.bandwidths = bandwidths
+        self.neighbours = neighbours
         self.median_max_points = median_max_points
         self.chunk_size = chunk_size
         self._dtype = dtype
@@ -307,15 +367,24 @@ class MMDDrift(EmbeddingDriftDetector):
         labels = permutation_labels(reference.shape[0], current.shape[0], self.n_permutations, seed)
         sigmas = self.sigmas_
         with _blas_threads(self.threads):
-            statistics = mmd2_permutation_statistics(pooled, labels, sigmas, chunk_size=self.chunk_size)
+            statistics = np.atleast_2d(mmd2_permutation_statistics(pooled, labels, sigmas, chunk_size=self.chunk_size))
+            if self.neighbours:
+                k = min(self.neighbours, pooled.shape[0] - 1)
+                graph = knn_graph(pooled, k, chunk_size=self.chunk_size, seed=seed)
+                counts = knn_permutation_statistics(graph, labels)
+                statistics = np.vstack([statistics, counts[None, :]])
         p_value, _, best = aggregate_p_value(statistics)
+        knn_best = best == len(sigmas)
+        kernel_best = aggregate_p_value(statistics[: len(sigmas)])[2] if knn_best else best
         return DriftScore(
-            statistic=float(statistics[best, 0]),
+            statistic=float(statistics[kernel_best, 0]),
             p_value=p_value,
             metadata={
                 "sigma": self.sigma_,
                 "sigmas": ",".join(f"{s:.4g}" for s in sigmas),
-                "best_sigma": sigmas[best],
+                "best_sigma": sigmas[kernel_best],
+                "best_statistic": "neighbours" if knn_best else "kernel",
+                "neighbours": self.neighbours,
                 "n_permutations": self.n_permutations,
                 "seed": seed,
                 "dtype": self._dtype,

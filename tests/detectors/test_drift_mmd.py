@@ -151,3 +151,60 @@ def test_identical_or_near_identical_float32_reference_is_degenerate(noise):
     reference = (base + noise * rng.normal(size=(300, 384))).astype(np.float32)
     with pytest.raises(DegenerateWindowError, match="identical or nearly so"):
         MMDDrift().fit(reference)
+
+
+def test_knn_graph_and_same_window_counts_match_brute_force():
+    from rag_monitor.detectors.mmd import knn_graph, knn_permutation_statistics
+
+    rng = np.random.default_rng(21)
+    pooled = gaussian(rng, 50, dim=3)
+    graph = knn_graph(pooled, 4, chunk_size=7)
+    squared = ((pooled[:, None, :] - pooled[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(squared, np.inf)
+    for i in range(50):
+        assert set(graph[i]) == set(np.argsort(squared[i])[:4])
+    labels = permutation_labels(30, 20, 10, seed=4)
+    counts = knn_permutation_statistics(graph, labels)
+    for row, count in zip(labels, counts):
+        assert count == sum(row[i] == row[j] for i in range(50) for j in graph[i])
+
+
+def test_neighbour_statistic_keeps_p_values_valid_and_sees_a_small_tight_cluster():
+    rng = np.random.default_rng(22)
+    p_values = []
+    for i in range(120):
+        detector = MMDDrift(n_permutations=39, seed=i, neighbours=5).fit(gaussian(rng, 40, dim=4))
+        p_values.append(detector.predict(gaussian(rng, 30, dim=4)).p_value)
+    p_values = np.array(p_values)
+    for level in (0.1, 0.25, 0.5):
+        assert np.mean(p_values <= level) <= level + 3.1 * np.sqrt(level * (1 - level) / 120)
+    # 8% of the window is one tight new cluster on the unit sphere (where embeddings live):
+    # the same-window neighbour count alone finds it, and the aggregated test with it
+    from rag_monitor.detectors.mmd import aggregate_p_value, knn_graph, knn_permutation_statistics
+
+    def sphere(x):
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    reference = sphere(gaussian(rng, 400, dim=16))
+    current = np.concatenate([sphere(gaussian(rng, 230, dim=16)), sphere(reference[0] + 0.03 * gaussian(rng, 20, dim=16))])
+    pooled, labels = np.concatenate([reference, current]), permutation_labels(400, 250, 199, seed=3)
+    counts = knn_permutation_statistics(knn_graph(pooled, 10), labels)
+    assert aggregate_p_value(counts[None, :])[0] == 1 / 200
+    verdict = MMDDrift(n_permutations=199, seed=3, neighbours=10).fit(reference).predict(current)
+    assert verdict.p_value == 1 / 200 and verdict.metadata["neighbours"] == 10
+    with pytest.raises(ValueError, match="neighbours"):
+        MMDDrift(neighbours=-1)
+
+
+def test_neighbour_statistic_stays_valid_on_repeated_vectors():
+    """Popular documents repeat one vector many times: ties must not follow the reference-first order."""
+    rng = np.random.default_rng(23)
+    distinct = gaussian(rng, 12, dim=6)
+    p_values = []
+    for i in range(150):
+        reference, current = distinct[rng.integers(0, 12, 60)], distinct[rng.integers(0, 12, 30)]
+        p_values.append(MMDDrift(n_permutations=39, seed=i, neighbours=10, bandwidths=(1.0,))
+                        .fit(reference).predict(current).p_value)
+    p_values = np.array(p_values)
+    for level in (0.05, 0.1, 0.25, 0.5):
+        assert np.mean(p_values <= level) <= level + 3.1 * np.sqrt(level * (1 - level) / 150)
