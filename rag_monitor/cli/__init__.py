@@ -7,6 +7,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from rag_monitor.cli.common import store_from_args
+from rag_monitor.cli.signals import drift_reference, drift_report, probes_command, shadow_report_command
+
 
 def _agent(args: argparse.Namespace) -> int:
     from rag_monitor.settings import limit_native_threads, load_settings
@@ -45,18 +48,10 @@ def _models_pull(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_store(args: argparse.Namespace):
-    from rag_monitor.settings import load_settings
-    from rag_monitor.store import open_store
-
-    settings = load_settings(args.config, overrides={"data_dir": args.data_dir, "store_url": args.store_url})
-    return settings, open_store(settings.resolved_store_url())
-
-
 def _export_golden(args: argparse.Namespace) -> int:
     from rag_monitor.review.golden import golden_rows, push_to_phoenix, write_jsonl
 
-    settings, store = _open_store(args)
+    settings, store = store_from_args(args)
     shares = tuple(float(x) for x in args.split_shares.split(","))
     try:
         rows = golden_rows(store, corpus_version=args.corpus_version, shares=shares,
@@ -111,125 +106,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _drift_report(args: argparse.Namespace) -> int:
-    from rag_monitor.config_files import load_config
-    from rag_monitor.detectors.profiles import load_profiles
-    from rag_monitor.detectors.report import write_report
-
-    settings, store = _open_store(args)
-    try:
-        profiles = load_config("detector_profiles", settings.detector_profiles, load_profiles, list)
-        index = write_report(store, profiles, args.out, phoenix_url=settings.phoenix_url or None)
-    finally:
-        store.close()
-    print(f"drift report: {index}")
-    return 0
-
-
-def _drift_reference(args: argparse.Namespace) -> int:
-    import datetime as dt
-    import json
-
-    from rag_monitor.detectors.profiles import load_profiles
-    from rag_monitor.detectors.references import reference_status, set_reference
-
-    settings, store = _open_store(args)
-    try:
-        profiles = load_profiles(settings.detector_profiles)
-        signals = [args.signal] if getattr(args, "signal", None) else sorted({p.signal for p in profiles})
-        unknown = set(signals) - {p.signal for p in profiles}
-        if unknown:
-            raise ValueError(f"no drift profile watches {sorted(unknown)}; profiles watch {sorted({p.signal for p in profiles})}")
-        if args.reference_command == "show":
-            for row in reference_status(store, profiles):
-                if row["signal"] in signals:
-                    state = "complete" if row["complete"] else "capturing"
-                    print(f"{row['signal']}: {row['description']} ({row['set_by']}; version {row['version']}, "
-                          f"{row['items']} items, {state}) {json.dumps(row['spec'])}")
-            return 0
-        spec = None
-        if args.reference_command == "set":
-            if args.start or args.end:
-                if not (args.start and args.end):
-                    raise ValueError("a time range needs both --from and --to")
-                spec = {"mode": "range", "start": _timestamp(args.start), "end": _timestamp(args.end)}
-            elif args.release:
-                spec = {"mode": "release", "release": args.release, "days": args.days}
-            else:
-                spec = {"mode": "period", "days": args.days}
-        for signal in signals:
-            capacity = max(p.reference_size for p in profiles if p.signal == signal)
-            version = set_reference(store, signal, spec, capacity=capacity)
-            what = json.dumps(spec) if spec else "the profile default"
-            print(f"{signal}: new reference version {version}: {what}; runs wait until it is captured "
-                  f"({dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC)")
-    finally:
-        store.close()
-    return 0
-
-
-def _probes(args: argparse.Namespace) -> int:
-    import time
-
-    from rag_monitor.alerts.thresholds import parse_duration
-    from rag_monitor.detectors.probes import HttpRetriever, ProbeRunner, describe_probes, load_probe_set
-
-    settings, store = _open_store(args)
-    try:
-        if args.probes_command == "announce":
-            until = time.time() + parse_duration(args.duration)
-            store.probes.announce(until, args.note)
-            print(f"index change announced until {_utc(until)}: probe overlap alerts hold off until then")
-            return 0
-        if not settings.probes_path:
-            raise ValueError("no probe set: set probes_path (in --config or RAG_MONITOR_PROBES_PATH)")
-        probes = load_probe_set(settings.probes_path, k=settings.probes_k, limit=settings.probes_golden_limit)
-        if args.probes_command == "show":
-            for line in describe_probes(store, probes):
-                print(line)
-            return 0
-        url = args.url or settings.probes_url
-        if not url:
-            raise ValueError("no retrieval hook: pass --url or set probes_url")
-        retriever = HttpRetriever(url, timeout_s=settings.probes_timeout_s)
-        try:
-            runner = ProbeRunner(store, probes, retriever, concurrency=settings.probes_concurrency, rbo_p=settings.probes_rbo_p)
-            pinned, failed = runner.pin()
-        finally:
-            retriever.close()
-        print(f"pinned {pinned} of {len(probes)} probes as the new baseline")
-        for name, error in failed.items():
-            print(f"  {name}: {error}; its baseline is dropped, the next run that reaches it pins it")
-        return 1 if failed else 0
-    finally:
-        store.close()
-
-
-def _utc(t: float) -> str:
-    import datetime as dt
-
-    return f"{dt.datetime.fromtimestamp(t, dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
-
-
-def _timestamp(text: str) -> float:
-    """Unix seconds from a number or an ISO 8601 time (UTC unless it names its zone)."""
-    import datetime as dt
-
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is neither Unix seconds nor an ISO 8601 time (2026-11-23T00:00)") from None
-    return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
-
-
 def _review_report(args: argparse.Namespace) -> int:
     from rag_monitor.review.report import release_report, write_html
 
-    _, store = _open_store(args)
+    _, store = store_from_args(args)
     try:
         report = release_report(store, args.baseline, args.candidate, variant=args.variant)
     finally:
@@ -240,26 +120,8 @@ def _review_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shadow_report(args: argparse.Namespace) -> int:
-    import json
-
-    from rag_monitor.collectors.pricing import PriceTable
-    from rag_monitor.config_files import load_config
-    from rag_monitor.review.shadow import shadow_report
-
-    settings, store = _open_store(args)
-    prices = load_config("price_table", settings.price_table, PriceTable.load, lambda: PriceTable([]))
-    since = _timestamp(args.since) if args.since else None
-    try:
-        report = shadow_report(store, since=since, call_cost=prices.call_cost, scorer=args.scorer)
-    finally:
-        store.close()
-    print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())
-    return 0
-
-
 def _review_assign(args: argparse.Namespace) -> int:
-    _, store = _open_store(args)
+    _, store = store_from_args(args)
     try:
         n = store.assign(None if args.to == "anyone" else args.to, count=args.count, tenant=args.tenant)
     finally:
@@ -339,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = drift_sub.add_parser("report", help="an HTML report of the current drift windows (Evidently + the agent's verdicts)")
     _store_options(report)
     report.add_argument("--out", default="drift-report")
-    report.set_defaults(run=_drift_report)
+    report.set_defaults(run=drift_report)
     reference = drift_sub.add_parser("reference", help="show, set or reset the reference the drift runs compare with")
     reference_sub = reference.add_subparsers(dest="reference_command", required=True)
     for name, text in (("show", "the reference of each signal: its definition, version and whether it is captured"),
@@ -348,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         command = reference_sub.add_parser(name, help=text)
         _store_options(command)
         command.add_argument("--signal", help="one signal (default: every signal a profile watches)")
-        command.set_defaults(run=_drift_reference)
+        command.set_defaults(run=drift_reference)
         if name == "set":
             command.add_argument("--days", type=float, default=7.0, help="length of the reference period (default 7)")
             command.add_argument("--release", help="capture only this release's queries")
@@ -362,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
                        ("announce", "announce an intended index change: overlap alerts hold off meanwhile")):
         command = probes_sub.add_parser(name, help=text)
         _store_options(command)
-        command.set_defaults(run=_probes)
+        command.set_defaults(run=probes_command)
         if name == "pin":
             command.add_argument("--url", help="the app's retrieval hook (default: the setting probes_url)")
         if name == "announce":
@@ -395,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     shadow_cmd.add_argument("--since", help="only pairs sampled since (ISO 8601 or Unix seconds)")
     shadow_cmd.add_argument("--scorer", help="faithfulness scorer whose labels count (default: the one with most scores)")
     shadow_cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
-    shadow_cmd.set_defaults(run=_shadow_report)
+    shadow_cmd.set_defaults(run=shadow_report_command)
 
     # `demo` is dispatched in main() before parsing; listed here for --help.
     sub.add_parser("demo", help="the sample RAG app, scripted traffic and the agent on the embedded default (see `rag-monitor demo --help`)")
@@ -421,6 +283,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rag-monitor: error: {mask(str(exc))}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())
