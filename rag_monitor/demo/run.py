@@ -18,12 +18,22 @@ import contextlib
 import json
 import shutil
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+from rag_monitor.demo.waits import (
+    DRIFT_PROFILE,
+    DriftRuns,
+    Every,
+    phase_now,
+    wait_for_drift_run,
+    wait_for_story,
+    wait_scored,
+    wait_stored,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE_NAME = "support-bot"
@@ -170,7 +180,6 @@ def _write_configs(root: Path, quick: bool) -> dict[str, str]:
 
 # --- drift: the agent's own scheduled jobs, with demo-sized windows --------------------------------
 
-DRIFT_PROFILE = "query-mmd"
 
 
 def _drift_profiles(quick: bool) -> dict[str, Any]:
@@ -183,46 +192,6 @@ def _drift_profiles(quick: bool) -> dict[str, Any]:
         "reference_days": None,  # the demo's scripted baseline is its reference (minutes, not a week)
         "page_threshold": 20,  # two strong windows page (production profiles derive it from the false-page budget)
     }]}
-
-
-class DriftRuns:
-    """Collects the agent's completed drift runs as they land, tagged with the phase they ran in."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-        self.results: list[dict[str, Any]] = []
-        self._seen: set[float] = set()
-
-    def collect(self, phase: str) -> None:
-        for run in reversed(self.store.drift_runs(DRIFT_PROFILE, limit=20, tested=True)):
-            result = run.result or {}
-            if run.scheduled_for in self._seen or result.get("status") != "done":
-                continue
-            self._seen.add(run.scheduled_for)
-            self.results.append({"phase": phase, **{k: result[k] for k in (
-                "signal", "detector", "is_drift", "p_value", "statistic", "n_reference", "n_current")}})
-
-
-class _Every:
-    """Runs ``fn`` every ``interval_s`` in a thread until stopped (errors are reported, not fatal)."""
-
-    def __init__(self, interval_s: float, fn: Any, name: str) -> None:
-        self._stop = threading.Event()
-        self.errors: list[str] = []
-
-        def loop() -> None:
-            while not self._stop.wait(interval_s):
-                try:
-                    fn()
-                except Exception as exc:  # noqa: BLE001 - keep the demo going, report at the end
-                    self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
-
-        self._thread = threading.Thread(target=loop, name=f"demo-{name}", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
 
 
 # --- the run ----------------------------------------------------------------------------------------
@@ -370,7 +339,7 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
     progress = ProgressBar(options.progress)
     recent: list[str] = []
     stats = []
-    background: list[_Every] = []
+    background: list[Every] = []
     try:
         for i, phase in enumerate(phases):
             say(f"  phase {i + 1}/{len(phases)}: {phase.name}: {phase.description}")
@@ -385,14 +354,14 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             stats[-1].index_lag = lag_marks.delta()
             hook.record_phase(agent.store, phase.name, phase.release.name, deployed_at)
             if phase.name == "baseline":
-                background.append(_Every(3.0, lambda: drift.collect(_phase_now(stats, phases)), "drift"))
-                background.append(_Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
-        _wait_stored(agent, recent[-20:])
-        _wait_scored(agent)
-        _wait_for_drift_run(agent, drift, phases[-1].name)
+                background.append(Every(3.0, lambda: drift.collect(phase_now(stats, phases)), "drift"))
+                background.append(Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
+        wait_stored(agent, recent[-20:])
+        wait_scored(agent)
+        wait_for_drift_run(agent, drift, phases[-1].name)
         reviewer.review_available(100)
         if alerting is not None:
-            _wait_for_story(alerting, options)
+            wait_for_story(alerting, options.quick, options.alert_wait_s)
     finally:
         for worker in background:
             worker.stop()
@@ -403,51 +372,3 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
         for error in worker.errors[:3]:
             say(f"  warning: {error}")
     return stats, drift.results, []
-
-
-def _phase_now(stats: list, phases: list) -> str:
-    return phases[min(len(stats), len(phases) - 1)].name
-
-
-def _wait_for_drift_run(agent: Any, drift: DriftRuns, phase: str, timeout: float = 30.0) -> None:
-    """One more completed drift run over the final traffic, so the summary shows where it ended."""
-    deadline = time.monotonic() + timeout
-    before = len(drift.results)
-    while time.monotonic() < deadline:
-        drift.collect(phase)
-        if len(drift.results) > before:
-            return
-        time.sleep(0.5)
-
-
-def _wait_stored(agent: Any, trace_ids: Sequence[str], timeout: float = 20.0) -> None:
-    """Until the agent has assembled and stored these queries (exports are batched)."""
-    deadline = time.monotonic() + timeout
-    pending = list(trace_ids)
-    while pending and time.monotonic() < deadline:
-        pending = [t for t in pending if agent.store.get_recent(t) is None]
-        if pending:
-            time.sleep(0.2)
-
-
-def _wait_scored(agent: Any, timeout: float = 60.0) -> None:
-    """Until the faithfulness scorer has caught up with the sampled answers (its backlog is empty)."""
-    deadline = time.monotonic() + timeout
-    while agent.store.scorer_backlog(agent.scoring.scorer.name) and time.monotonic() < deadline:
-        time.sleep(0.5)
-
-
-# Alerts the story should raise: drift during the shift; latency, false exclusions and unsupported answers after the release.
-EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh", "RagFaithfulnessLow",
-                   "RagNeighbourOverlapDropped")
-
-
-def _wait_for_story(alerting: Any, options: DemoOptions) -> None:
-    """Give Prometheus and Alertmanager a few evaluations to deliver what the traffic caused."""
-    timeout = options.alert_wait_s if options.alert_wait_s is not None else (20.0 if options.quick else 40.0)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        names = {a["labels"].get("alertname") for a in alerting.webhook.alerts if a.get("status") == "firing"}
-        if set(EXPECTED_ALERTS) <= names:
-            return
-        time.sleep(0.5)

@@ -1,0 +1,99 @@
+"""What the demo waits for and collects while it plays: the agent's drift runs as they land,
+background loops, stored and scored queries, and the alerts the story should raise."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+DRIFT_PROFILE = "query-mmd"
+
+
+class DriftRuns:
+    """Collects the agent's completed drift runs as they land, tagged with the phase they ran in."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.results: list[dict[str, Any]] = []
+        self._seen: set[float] = set()
+
+    def collect(self, phase: str) -> None:
+        for run in reversed(self.store.drift_runs(DRIFT_PROFILE, limit=20, tested=True)):
+            result = run.result or {}
+            if run.scheduled_for in self._seen or result.get("status") != "done":
+                continue
+            self._seen.add(run.scheduled_for)
+            self.results.append({"phase": phase, **{k: result[k] for k in (
+                "signal", "detector", "is_drift", "p_value", "statistic", "n_reference", "n_current")}})
+
+
+class Every:
+    """Runs ``fn`` every ``interval_s`` in a thread until stopped (errors are reported, not fatal)."""
+
+    def __init__(self, interval_s: float, fn: Any, name: str) -> None:
+        self._stop = threading.Event()
+        self.errors: list[str] = []
+
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    fn()
+                except Exception as exc:  # noqa: BLE001 - keep the demo going, report at the end
+                    self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+
+        self._thread = threading.Thread(target=loop, name=f"demo-{name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def phase_now(stats: list, phases: list) -> str:
+    return phases[min(len(stats), len(phases) - 1)].name
+
+
+def wait_for_drift_run(agent: Any, drift: DriftRuns, phase: str, timeout: float = 30.0) -> None:
+    """One more completed drift run over the final traffic, so the summary shows where it ended."""
+    deadline = time.monotonic() + timeout
+    before = len(drift.results)
+    while time.monotonic() < deadline:
+        drift.collect(phase)
+        if len(drift.results) > before:
+            return
+        time.sleep(0.5)
+
+
+def wait_stored(agent: Any, trace_ids: Sequence[str], timeout: float = 20.0) -> None:
+    """Until the agent has assembled and stored these queries (exports are batched)."""
+    deadline = time.monotonic() + timeout
+    pending = list(trace_ids)
+    while pending and time.monotonic() < deadline:
+        pending = [t for t in pending if agent.store.get_recent(t) is None]
+        if pending:
+            time.sleep(0.2)
+
+
+def wait_scored(agent: Any, timeout: float = 60.0) -> None:
+    """Until the faithfulness scorer has caught up with the sampled answers (its backlog is empty)."""
+    deadline = time.monotonic() + timeout
+    while agent.store.scorer_backlog(agent.scoring.scorer.name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+# Alerts the story should raise: drift during the shift; latency, false exclusions and unsupported answers after the release.
+EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh", "RagFaithfulnessLow",
+                   "RagNeighbourOverlapDropped")
+
+
+def wait_for_story(alerting: Any, quick: bool, alert_wait_s: float | None = None) -> None:
+    """Give Prometheus and Alertmanager a few evaluations to deliver what the traffic caused."""
+    timeout = alert_wait_s if alert_wait_s is not None else (20.0 if quick else 40.0)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        names = {a["labels"].get("alertname") for a in alerting.webhook.alerts if a.get("status") == "firing"}
+        if set(EXPECTED_ALERTS) <= names:
+            return
+        time.sleep(0.5)
