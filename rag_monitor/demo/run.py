@@ -28,7 +28,6 @@ from rag_monitor.demo.waits import (
     DRIFT_PROFILE,
     DriftRuns,
     Every,
-    phase_now,
     wait_for_drift_run,
     wait_for_story,
     wait_scored,
@@ -345,6 +344,7 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             say(f"  phase {i + 1}/{len(phases)}: {phase.name}: {phase.description}")
             script = build_script(phase, corpus, options.seed)
             deployed_at = time.time()
+            drift.phase_started(phase.name, deployed_at)
             hook.deploy(apps[phase.release.name])
             if phase.release.stale_index:
                 apps[phase.release.name].versions = index.ship_stale_snapshot(monitors[phase.release.name], time.time())
@@ -354,11 +354,11 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             stats[-1].index_lag = lag_marks.delta()
             hook.record_phase(agent.store, phase.name, phase.release.name, deployed_at)
             if phase.name == "baseline":
-                background.append(Every(3.0, lambda: drift.collect(phase_now(stats, phases)), "drift"))
+                background.append(Every(3.0, drift.collect, "drift"))
                 background.append(Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
         wait_stored(agent, recent[-20:])
         wait_scored(agent)
-        wait_for_drift_run(agent, drift, phases[-1].name)
+        wait_for_drift_run(agent, drift)
         reviewer.review_available(100)
         if alerting is not None:
             wait_for_story(alerting, options.quick, options.alert_wait_s)

@@ -12,20 +12,29 @@ DRIFT_PROFILE = "query-mmd"
 
 
 class DriftRuns:
-    """Collects the agent's completed drift runs as they land, tagged with the phase they ran in."""
+    """Collects the agent's completed drift runs as they land, each tagged with the phase its slot
+    fell in (not the phase it was collected in: on a busy machine a run lands seconds late)."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
         self.results: list[dict[str, Any]] = []
         self._seen: set[float] = set()
+        self._phase_starts: list[tuple[float, str]] = []
 
-    def collect(self, phase: str) -> None:
+    def phase_started(self, name: str, at: float) -> None:
+        self._phase_starts.append((at, name))
+
+    def phase_at(self, t: float) -> str:
+        started = [name for at, name in self._phase_starts if at <= t]
+        return started[-1] if started else (self._phase_starts[0][1] if self._phase_starts else "")
+
+    def collect(self) -> None:
         for run in reversed(self.store.drift_runs(DRIFT_PROFILE, limit=20, tested=True)):
             result = run.result or {}
             if run.scheduled_for in self._seen or result.get("status") != "done":
                 continue
             self._seen.add(run.scheduled_for)
-            self.results.append({"phase": phase, **{k: result[k] for k in (
+            self.results.append({"phase": self.phase_at(run.scheduled_for), **{k: result[k] for k in (
                 "signal", "detector", "is_drift", "p_value", "statistic", "n_reference", "n_current")}})
 
 
@@ -51,16 +60,12 @@ class Every:
         self._thread.join(30)
 
 
-def phase_now(stats: list, phases: list) -> str:
-    return phases[min(len(stats), len(phases) - 1)].name
-
-
-def wait_for_drift_run(agent: Any, drift: DriftRuns, phase: str, timeout: float = 30.0) -> None:
+def wait_for_drift_run(agent: Any, drift: DriftRuns, timeout: float = 30.0) -> None:
     """One more completed drift run over the final traffic, so the summary shows where it ended."""
     deadline = time.monotonic() + timeout
     before = len(drift.results)
     while time.monotonic() < deadline:
-        drift.collect(phase)
+        drift.collect()
         if len(drift.results) > before:
             return
         time.sleep(0.5)
