@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag_monitor.alerts.rulekit import _alert, _num, _pct, _record
+from rag_monitor.alerts.rulekit import PRODUCTION, _alert, _num, _pct, _record
 
 
 def _ratio(part: str, whole: str, by: str, window: str) -> str:
@@ -59,7 +59,7 @@ its schedule and roll it back; if drift, look at the indexer's queue and the sou
             _alert(
                 t, "RagStaleIndexServed",
                 f"""
-rag:index_stale_ratio > {_num(f['max_stale_ratio'])}
+rag:index_stale_ratio{{{PRODUCTION}}} > {_num(f['max_stale_ratio'])}
 and on (variant)
 rag:index_stale_ratio:checked >= {f['min_checked_queries']}""",
                 f["for"], f["severity"],
@@ -101,7 +101,7 @@ def _cache_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"name": "rag-cache-alerts", "rules": [_alert(
             t, "RagCacheHitRateCollapsed",
             f"""
-rag:cache_hit_ratio < {_num(floor)} * rag:cache_hit_ratio:baseline
+rag:cache_hit_ratio{{{PRODUCTION}}} < {_num(floor)} * rag:cache_hit_ratio:baseline
 and on ({by}) rag:cache_hit_ratio:baseline >= {_num(c['min_baseline_ratio'])}
 and on ({by}) rag:cache_hit_ratio:requests >= {c['min_requests']}""",
             c["for"], c["severity"],
