@@ -35,8 +35,8 @@ from rag_monitor.collectors.pseudonyms import Pseudonyms
 from rag_monitor.collectors.redaction_rules import (
     BUILTIN_RULES,
     MIN_PII_CHARS,
-    NUMBER_HINT,
     RedactionRule,
+    has_number,
     iban_valid,
     luhn_valid,
 )
@@ -67,6 +67,12 @@ _ID_SUFFIX = "." + sc.DOCUMENT_ID
 _JSON_ID_KEYS = frozenset({"id", "doc_id", "document_id", "source", "file_name", "url", "session_id", "user_id"})
 _VECTOR_SUFFIX = "." + sc.EMBEDDING_VECTOR
 _BUILTIN_HINT = re.compile(r"[@\d:]")
+# Texts found clean are remembered, by value: RAG traffic repeats its text (a chunk retrieved
+# for many queries, the reranker's copy of the retriever's documents, span names), and scanning
+# is most of redaction's cost. Only clean text is kept, so the cache never holds PII; it is
+# bounded by entries and by length, and cleared whole when full (atomic under the GIL).
+CLEAN_CACHE_ENTRIES = 4096
+CLEAN_CACHE_MAX_CHARS = 4096
 
 
 class Redactor:
@@ -92,6 +98,7 @@ class Redactor:
         self._presidio = None
         self._presidio_entities = list(presidio_entities)
         self._builtins_only = not use_presidio and all(r in BUILTIN_RULES for r in self.rules)
+        self._clean: dict[str, None] = {}
         if use_presidio:
             try:
                 from presidio_analyzer import AnalyzerEngine
@@ -129,18 +136,32 @@ class Redactor:
         return self._redact(text, counts), counts
 
     def _redact(self, text: str, counts: Counter[str]) -> str:
-        if len(text) < self._min_chars:
+        if len(text) < self._min_chars or text in self._clean:
             return text
         if self._builtins_only and _BUILTIN_HINT.search(text) is None:
+            self._remember_clean(text)
             return text  # every built-in kind needs an @, a digit or a colon
-        has_number: bool | None = None
+        before = sum(counts.values()) if counts else 0
+        redacted = self._apply_rules(text, counts)
+        if redacted == text and (sum(counts.values()) if counts else 0) == before:
+            self._remember_clean(text)
+        return redacted
+
+    def _remember_clean(self, text: str) -> None:
+        if len(text) <= CLEAN_CACHE_MAX_CHARS:
+            if len(self._clean) >= CLEAN_CACHE_ENTRIES:
+                self._clean.clear()
+            self._clean[text] = None
+
+    def _apply_rules(self, text: str, counts: Counter[str]) -> str:
+        number: bool | None = None
         for rule in self.rules:
             if rule.requires is not None and rule.requires not in text:
                 continue
             if rule.needs_number:
-                if has_number is None:
-                    has_number = NUMBER_HINT.search(text) is not None
-                if not has_number:
+                if number is None:
+                    number = has_number(text)
+                if not number:
                     continue
             if rule.needs is not None and not rule.needs(text):
                 continue

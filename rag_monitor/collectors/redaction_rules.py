@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BUILTIN_RULES", "MIN_PII_CHARS", "NUMBER_HINT", "RedactionRule", "iban_valid", "luhn_valid"]
+__all__ = ["BUILTIN_RULES", "MIN_PII_CHARS", "NUMBER_HINT", "RedactionRule", "has_number", "iban_valid", "luhn_valid"]
 
 
 def luhn_valid(digits: str) -> bool:
@@ -86,6 +86,18 @@ _IPV4_HINT = re.compile(r"\d\.\d{1,3}\.\d{1,3}\.\d")
 _US_PHONE_HINT = re.compile(r"\d{3}[ .-]\d{4}")
 # Starts with a plain \d so the engine scans for digits in C before trying the alternatives.
 NUMBER_HINT = re.compile(r"\d(?:\d\d[ .-]?\d{3}|\.\d{1,3}\.\d{1,3}\.\d)")
+# The same test on ASCII text with every digit folded to "0": the pattern then starts with a
+# literal, which the engine finds with a fast scan instead of a Unicode class test per character
+# (about 3x faster on document-sized text).
+_FOLD_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_FOLDED_NUMBER_HINT = re.compile(rb"0(?:00[ .-]?000|\.0{1,3}\.0{1,3}\.0)")
+
+
+def has_number(text: str) -> bool:
+    """``NUMBER_HINT.search(text) is not None``, faster on ASCII text."""
+    if text.isascii():
+        return _FOLDED_NUMBER_HINT.search(text.encode("ascii").translate(_FOLD_DIGITS)) is not None
+    return NUMBER_HINT.search(text) is not None
 
 
 def _card_valid(match: str) -> bool:

@@ -241,3 +241,36 @@ def test_scope_and_links_survive_decode_and_encode():
         assert (b.scope.name, b.scope.version, b.scope.attributes) == ("my.lib", "2.0", {"lib.owner": "team"})
         assert [(link.span_id, link.attributes) for link in b.links] == [(format(a.get_span_context().span_id, "016x"), {"why": "retry"})]
         assert decode_export_request(encode_export_request(decoded), PROTOBUF, limits=LIMITS).spans == decoded
+
+
+def test_float_arrays_read_in_one_pass_match_element_reads():
+    """The byte-level read of a double array (the embedding fast path) gives exactly the
+    element-wise values, including negative zero, subnormals and the float extremes."""
+    import random
+    import struct
+
+    rng = random.Random(3)
+    vector = [rng.uniform(-1, 1) for _ in range(384)] + [0.0, -0.0, 5e-324, 1.7976931348623157e308, -2.5]
+    result = decode_export_request(protobuf_body(_sdk_spans(vector=vector)), PROTOBUF, limits=LIMITS)
+    read = next(s for s in result.spans if s.name == "embed").attributes["embedding.embeddings.0.embedding.vector"]
+    assert [struct.pack("<d", v) for v in read] == [struct.pack("<d", v) for v in vector]
+    assert result.rejected_embeddings == 0
+
+
+def test_huge_finite_vector_is_kept_and_mixed_arrays_read_each_element():
+    # The sum of these overflows to inf; every element is still finite, so the vector stays.
+    huge = decode_export_request(protobuf_body(_sdk_spans(vector=[1.7e308, 1.7e308, 1.0])), PROTOBUF, limits=LIMITS)
+    assert next(s for s in huge.spans if s.name == "embed").attributes["embedding.embeddings.0.embedding.vector"] == [1.7e308, 1.7e308, 1.0]
+    assert huge.rejected_embeddings == 0
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(protobuf_body(_sdk_spans()))
+    span = next(s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans if s.name == "embed")
+    values = next(kv for kv in span.attributes if kv.key.endswith(".vector")).value.array_value.values
+    values.add().string_value = "not a number"  # a mixed array: no exporter sends one, a hand-made body may
+    mixed = decode_export_request(request.SerializeToString(), PROTOBUF, limits=LIMITS)
+    embed = next(s for s in mixed.spans if s.name == "embed")
+    assert "embedding.embeddings.0.embedding.vector" not in embed.attributes  # not a vector: dropped, counted
+    assert mixed.rejected_embeddings == 1

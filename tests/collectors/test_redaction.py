@@ -169,3 +169,35 @@ def test_records_assembled_from_redacted_spans_are_clean():
     assert record.query == "my card <CARD> was charged" and record.answer == "Refund sent to <IBAN>."
     assert record.delivered[0].content == "Ask <EMAIL> or call <PHONE>." and record.user_id == R.pseudonym("jo@corp.com")
     assert R.redact_record(record) == {}  # nothing left to find
+
+
+def test_number_hint_fast_path_agrees_with_the_regex():
+    from rag_monitor.collectors.redaction_rules import NUMBER_HINT, has_number
+
+    rng = random.Random(5)
+    alphabet = "0123456789 .-x:é٣"  # separators, a letter, non-ASCII text and an Arabic-Indic digit
+    samples = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 30))) for _ in range(20_000)]
+    samples += ["1.2.3.4", "123 456", "123-456", "12345", "١٢٣٤٥٦", "10.0.0", "ip 10.0.0.1 here"]
+    for text in samples:
+        assert has_number(text) == (NUMBER_HINT.search(text) is not None), text
+
+
+def test_clean_text_is_remembered_and_pii_never_is():
+    from rag_monitor.collectors import redaction
+
+    redactor = Redactor()
+    clean = "refunds arrive within 5 business days since 2024"
+    dirty = "write to jo@example.com or call +44 20 7946 0958"
+    counts = Counter()
+    for _ in range(3):
+        assert redactor._redact(clean, counts) == clean
+        assert redactor._redact(dirty, counts) == "write to <EMAIL> or call <PHONE>"
+    assert counts == {"email": 3, "phone": 3}  # every occurrence is counted, not only the first
+    assert clean in redactor._clean and dirty not in redactor._clean
+    assert not any("@" in text or "7946" in text for text in redactor._clean)
+
+    for i in range(redaction.CLEAN_CACHE_ENTRIES + 10):
+        redactor._redact(f"clean text number {i:06d}x", counts)
+    assert len(redactor._clean) <= redaction.CLEAN_CACHE_ENTRIES  # bounded: cleared whole when full
+    redactor._redact("y" * (redaction.CLEAN_CACHE_MAX_CHARS + 1), counts)
+    assert "y" * (redaction.CLEAN_CACHE_MAX_CHARS + 1) not in redactor._clean

@@ -32,8 +32,10 @@ class SpanChecks:
         if not (key.startswith(_VECTOR_PREFIX) and key.endswith(_VECTOR_SUFFIX)):
             return
         try:
-            ok = len(values) <= self.max_dim and all(map(math.isfinite, values))
-        except TypeError:  # a non-numeric element: not a vector
+            # A finite sum means every element is finite (NaN and inf propagate); only a sum
+            # that overflowed needs the element-wise test.
+            ok = len(values) <= self.max_dim and (math.isfinite(sum(values)) or all(map(math.isfinite, values)))
+        except (TypeError, OverflowError):  # a non-numeric element, an int past float range: not a vector
             ok = False
         if not ok:
             del attrs[key]

@@ -6,6 +6,8 @@ protobuf objects rather than ``MessageToDict``.
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -77,8 +79,10 @@ class ProtoDecoder(SpanChecks):
                 first = values[0].WhichOneof("value") if values else None
                 if first == "double_value":
                     # OTLP arrays are homogeneous: a float array (an embedding, typically) is
-                    # read in one comprehension instead of one dispatch per element.
-                    items = [v.double_value for v in values]
+                    # read in one pass, not one dispatch per element.
+                    items = _doubles(value.array_value)
+                    if items is None:  # not every element a double: read each as what it is
+                        items = [self._value(v) for v in values]
                     attrs[kv.key] = items
                     self._check_vector(attrs, kv.key, items)
                 else:
@@ -107,3 +111,27 @@ class ProtoDecoder(SpanChecks):
         if which == "bytes_value":
             return value.bytes_value
         return None
+
+
+# A float array serialises as one 11-byte AnyValue per element: 0x0a (values, length-delimited),
+# 0x09 (its length), 0x21 (double_value, 64-bit), the little-endian double. Unpacking those bytes
+# in C is about 3x faster than reading 384 upb wrappers one by one.
+_DOUBLE_ELEMENT = 11
+
+
+@functools.lru_cache(maxsize=16)
+def _doubles_layout(n: int) -> struct.Struct:
+    return struct.Struct("<" + "3xd" * n)
+
+
+def _doubles(array) -> list[float] | None:
+    """The elements of an all-double ``ArrayValue``; None when they are not all doubles."""
+    values = array.values
+    n = len(values)
+    raw = array.SerializeToString()
+    if (len(raw) == _DOUBLE_ELEMENT * n and raw[0::11] == b"\x0a" * n and raw[1::11] == b"\x09" * n
+            and raw[2::11] == b"\x21" * n):
+        return list(_doubles_layout(n).unpack(raw))
+    if all(v.WhichOneof("value") == "double_value" for v in values):
+        return [v.double_value for v in values]  # doubles encoded otherwise (unknown fields)
+    return None
