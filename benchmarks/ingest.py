@@ -3,9 +3,11 @@
 Ingest = ``IngestPipeline.ingest``: decode, redact every span, assemble traces into records,
 write the recent records (and sampled review items) to SQLite, update the Prometheus metrics,
 offer the records to the drift feed and the regeneration check; plus, once per round, that
-check's job (the sessions' previous queries in SQLite), which runs off the request path. Baseline = protobuf parse and every span's attributes read
-into Python dicts (the least any Python receiver must do), on the same payloads. DESIGN.md's
-budget: ingest at no less than 25% of the baseline rate.
+check's job (the sessions' previous queries in SQLite), which runs off the request path; and,
+as in the agent, the SQLite log checkpoint job on its own thread every second.
+Baseline = protobuf parse and every span's attributes read into Python dicts (the least any
+Python receiver must do), on the same payloads, alternated with ingest request by request.
+DESIGN.md's budget: ingest at no less than 25% of the baseline rate; issue 12's target 50%.
 
 The payloads are benchmarks/ingest_decode.py's (200 SDK-shaped traces of 8 spans, five
 ~500-character documents per retrieval), with fresh trace ids for every round so each round
@@ -13,7 +15,7 @@ assembles new traces. Memory: RSS and traced Python memory after a warm-up, then
 sustained stream; growth should be flat (the recent-records cache lives in SQLite, every
 in-memory structure is bounded).
 
-    .venv/bin/python benchmarks/ingest.py [--repeats 9] [--sustain 40]
+    .venv/bin/python benchmarks/ingest.py [--repeats 15] [--sustain 40]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -53,9 +56,46 @@ def ingest(agent: Agent, payloads: list[bytes]) -> int:
     return spans
 
 
+class CheckpointJob:
+    """The agent's ``store_checkpoint`` job on its own thread, every ``checkpoint_interval_s``, as
+    the agent's scheduler runs it: SQLite copies the log into the database there (GIL released),
+    not inside an ingest request's commit."""
+
+    def __init__(self, agent: Agent):
+        self._agent = agent
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stopping.wait(self._agent.settings.checkpoint_interval_s):
+            self._agent.jobs.run("store_checkpoint")
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+
+def timed_round(agent: Agent, payloads: list[bytes]) -> tuple[float, float, int]:
+    """(baseline seconds, ingest seconds, spans) of one round, the two alternated request by request:
+    this machine's speed changes within seconds (shared cores), so each side sees the same."""
+    base_s = ours_s = 0.0
+    spans = 0
+    for body in payloads:
+        t0 = time.perf_counter()
+        baseline([body])
+        t1 = time.perf_counter()
+        spans += agent.pipeline.ingest(body, "application/x-protobuf").accepted_spans
+        t2 = time.perf_counter()
+        base_s, ours_s = base_s + (t1 - t0), ours_s + (t2 - t1)
+    t0 = time.perf_counter()
+    agent.regeneration.tick()
+    return base_s, ours_s + (time.perf_counter() - t0), spans
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--sustain", type=int, default=40, help="rounds of 1,600 spans for the memory run")
     args = parser.parse_args()
 
@@ -64,17 +104,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         agent = Agent(load_settings(overrides={"data_dir": data_dir, "detector_profiles": "", "hhem_model_path": ""}, environ={}))
         agent.open()  # store, migrations, models and the planes; no servers, no jobs
+        checkpoints = CheckpointJob(agent)  # ... but this one, as the agent runs it: on its own thread
         ingest(agent, rounds[0])  # warm-up: SQLite pages, label children, code paths
         base, ours, paired = [], [], []
         for i in range(args.repeats):
-            t0 = time.perf_counter()
-            baseline(rounds[1 + i])
-            t1 = time.perf_counter()
-            assert ingest(agent, rounds[1 + i]) == n_spans
-            t2 = time.perf_counter()
-            base.append(n_spans / (t1 - t0))
-            ours.append(n_spans / (t2 - t1))
-            paired.append((t1 - t0) / (t2 - t1))
+            base_s, ours_s, spans = timed_round(agent, rounds[1 + i])
+            assert spans == n_spans
+            base.append(base_s)
+            ours.append(ours_s)
+            paired.append(base_s / ours_s)
 
         tracemalloc.start()
         offset = 1 + args.repeats
@@ -91,15 +129,17 @@ def main() -> None:
         rss_end, traced_end = rss_mb(), tracemalloc.get_traced_memory()[0] / 2**20
         tracemalloc.stop()
         records = agent.store.recent_count()
+        checkpoints.stop()
         agent.close()
 
     result = {
         "spans_per_round": n_spans,
         "repeats": args.repeats,
-        "baseline_spans_per_s": statistics.median(base),
-        "ingest_spans_per_s": statistics.median(ours),
-        "ratio": statistics.median(ours) / statistics.median(base),
+        "baseline_spans_per_s": n_spans * args.repeats / sum(base),
+        "ingest_spans_per_s": n_spans * args.repeats / sum(ours),
+        "ratio": sum(base) / sum(ours),
         "paired_ratio_median": statistics.median(paired),
+        "paired_ratio_range": [min(paired), max(paired)],
         "budget_ratio": 0.25,
         "target_ratio": 0.5,
         "loadavg_1m": round(os.getloadavg()[0], 2),
@@ -113,7 +153,9 @@ def main() -> None:
             "records_in_store": records,
         },
         "what": "ingest = IngestPipeline.ingest (decode, redact, assemble, SQLite recent records + review queue, "
-                "metrics, drift feed offer); baseline = protobuf parse + attributes into dicts",
+                "metrics, drift feed offer) + the regeneration job once per round, with the store_checkpoint job "
+                "on its own thread every second as in the agent; baseline = protobuf parse + attributes into dicts, "
+                "alternated with ingest request by request",
     }
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

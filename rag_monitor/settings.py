@@ -47,6 +47,7 @@ class AgentSettings:
     store_url: str = _setting("", "SQLAlchemy URL of the store; empty means SQLite (WAL) under `data_dir`. PostgreSQL: `postgresql+psycopg://...`.")
     store_timeout_s: float = _setting(5.0, "How long a store operation waits for a lock or a connection before the receiver answers 503.")
     recent_ttl_s: float = _setting(3600.0, "How long every query's redacted record stays in the recent-records cache (for late thumbs-down).")
+    checkpoint_interval_s: float = _setting(1.0, "How often the SQLite store's write-ahead log is copied into the database, off the request path (SQLite only; PostgreSQL checkpoints itself).")
     prune_interval_s: float = _setting(30.0, "How often one replica deletes expired recent records and idle session windows from the store.")
 
     # --- ingest ---

@@ -141,6 +141,8 @@ def agent_jobs(agent: Agent) -> list[Job]:
         # Every replica answers scrapes, so every replica refreshes its cache (incrementally).
         Job("scrape_cache", agent.review_stats.refresh, s.scrape_cache_interval_s),
     ]
+    if agent.store.dialect == "sqlite":  # the log's copy into the database, off the request path
+        jobs.append(Job("store_checkpoint", agent.store.checkpoint, s.checkpoint_interval_s))
     if getattr(agent, "probe_runner", None) is not None:
         # One replica runs the probe set; the lease outlasts a run whose every probe times out.
         runner = agent.probe_runner

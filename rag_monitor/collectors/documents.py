@@ -27,15 +27,19 @@ def documents(attrs: dict[str, Any], prefix: str, id_keys: tuple[str, ...], outp
     """
     found = []
     get = attrs.get
+    id_key, content_key, score_key, metadata_key = _DOCUMENT_FIELDS
     index = 0
     while True:
         base = f"{prefix}.{index}."
-        doc_id, content, score, metadata = (get(base + name) for name in _DOCUMENT_FIELDS)
+        doc_id, content, score, metadata = get(base + id_key), get(base + content_key), get(base + score_key), get(base + metadata_key)
         if doc_id is None and content is None and score is None and metadata is None:
             break
-        metadata = json_object(metadata)
-        if not isinstance(metadata, dict):
-            metadata = {} if metadata in (None, "") else {"value": metadata}
+        if metadata is None:
+            metadata = {}
+        else:
+            metadata = json_object(metadata)
+            if not isinstance(metadata, dict):
+                metadata = {} if metadata == "" else {"value": metadata}
         if doc_id in (None, "") and output_ids is not None and index < len(output_ids):
             doc_id = output_ids[index]
         if doc_id in (None, ""):

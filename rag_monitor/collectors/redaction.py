@@ -66,7 +66,6 @@ _ID_SUFFIX = "." + sc.DOCUMENT_ID
 # a document's id may come from its metadata, and must match its citations.
 _JSON_ID_KEYS = frozenset({"id", "doc_id", "document_id", "source", "file_name", "url", "session_id", "user_id"})
 _VECTOR_SUFFIX = "." + sc.EMBEDDING_VECTOR
-_BUILTIN_HINT = re.compile(r"[@\d:]")
 # Texts found clean are remembered, by value: RAG traffic repeats its text (a chunk retrieved
 # for many queries, the reranker's copy of the retriever's documents, span names), and scanning
 # is most of redaction's cost. Only clean text is kept, so the cache never holds PII; it is
@@ -94,10 +93,13 @@ class Redactor:
         self.pseudonym = Pseudonyms(pseudonym_key or secrets.token_bytes(32))
         self.rules: tuple[RedactionRule, ...] = (*(BUILTIN_RULES if builtins else ()), *rules)
         # Custom rules may match short text (a 4-letter code); the built-ins need >= 6 chars.
-        self._min_chars = MIN_PII_CHARS if self.rules == BUILTIN_RULES else 1
+        self._min_chars = MIN_PII_CHARS if all(r in BUILTIN_RULES for r in self.rules) else 1
         self._presidio = None
         self._presidio_entities = list(presidio_entities)
-        self._builtins_only = not use_presidio and all(r in BUILTIN_RULES for r in self.rules)
+        # When every rule needs a number or a substring (every built-in does), text with neither
+        # skips all of them after a few fast scans: most text, document chunks included.
+        self._gated = not use_presidio and all(r.needs_number or r.requires for r in self.rules)
+        self._gate_substrings = tuple(sorted({r.requires for r in self.rules if r.requires and not r.needs_number}))
         self._clean: dict[str, None] = {}
         if use_presidio:
             try:
@@ -122,14 +124,13 @@ class Redactor:
         unknown = disabled - {r.name for r in BUILTIN_RULES}
         if unknown:
             raise ValueError(f"{path}: disable_builtin names unknown kinds {sorted(unknown)}")
-        redactor = cls(
-            [RedactionRule.from_config(item) for item in data.get("rules", []) or []],
+        return cls(
+            [*(r for r in BUILTIN_RULES if r.name not in disabled),
+             *(RedactionRule.from_config(item) for item in data.get("rules", []) or [])],
+            builtins=False,
             use_presidio=bool(data.get("presidio", False)),
             pseudonym_key=pseudonym_key,
         )
-        redactor.rules = tuple(r for r in redactor.rules if r not in BUILTIN_RULES or r.name not in disabled)
-        redactor._builtins_only = redactor._builtins_only and not data.get("rules")
-        return redactor
 
     def redact_text(self, text: str) -> tuple[str, Counter[str]]:
         counts: Counter[str] = Counter()
@@ -138,23 +139,31 @@ class Redactor:
     def _redact(self, text: str, counts: Counter[str]) -> str:
         if len(text) < self._min_chars or text in self._clean:
             return text
-        if self._builtins_only and _BUILTIN_HINT.search(text) is None:
-            self._remember_clean(text)
-            return text  # every built-in kind needs an @, a digit or a colon
+        number: bool | None = None
+        if self._gated:
+            for substring in self._gate_substrings:
+                if substring in text:
+                    break
+            else:
+                number = has_number(text)
+                if not number:
+                    self._remember_clean(text)
+                    return text
         before = sum(counts.values()) if counts else 0
-        redacted = self._apply_rules(text, counts)
+        redacted = self._apply_rules(text, counts, number)
         if redacted == text and (sum(counts.values()) if counts else 0) == before:
             self._remember_clean(text)
         return redacted
 
     def _remember_clean(self, text: str) -> None:
-        if len(text) <= CLEAN_CACHE_MAX_CHARS:
+        # JSON with escapes is walked by ``_string`` even when the raw text looks clean: never
+        # remembered, so a remembered text is clean for every caller.
+        if len(text) <= CLEAN_CACHE_MAX_CHARS and not (text[:1] in "{[" and "\\u" in text):
             if len(self._clean) >= CLEAN_CACHE_ENTRIES:
                 self._clean.clear()
             self._clean[text] = None
 
-    def _apply_rules(self, text: str, counts: Counter[str]) -> str:
-        number: bool | None = None
+    def _apply_rules(self, text: str, counts: Counter[str], number: bool | None = None) -> str:
         for rule in self.rules:
             if rule.requires is not None and rule.requires not in text:
                 continue
@@ -236,11 +245,11 @@ class Redactor:
             self._attributes(scope.attributes, counts)
 
     def _attributes(self, attrs: dict[str, Any], counts: Counter[str]) -> None:
-        min_chars = self._min_chars
+        min_chars, clean = self._min_chars, self._clean
         for key, value in attrs.items():
             kind = type(value)
             if kind is str:
-                if len(value) < min_chars or key in _VOCABULARY_KEYS:
+                if len(value) < min_chars or key in _VOCABULARY_KEYS or value in clean:
                     continue
                 cleaned = self._identifier(value, counts) if key in _ID_KEYS or key.endswith(_ID_SUFFIX) else self._string(value, counts)
             elif kind is int or kind is float or kind is bool or value is None or key.endswith(_VECTOR_SUFFIX):
@@ -316,7 +325,7 @@ class Redactor:
     def _identifier(self, value: Any, counts: Counter[str]) -> Any:
         """An id (or a list of ids) that contains PII becomes its pseudonym, whole."""
         if type(value) is str:
-            if len(value) < self._min_chars:
+            if len(value) < self._min_chars or value in self._clean:
                 return value
             found: Counter[str] = Counter()
             if self._redact(value, found) is value and not found:

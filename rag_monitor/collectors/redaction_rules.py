@@ -138,7 +138,7 @@ BUILTIN_RULES: tuple[RedactionRule, ...] = (
         "email",
         re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
         "<EMAIL>",
-        needs=lambda t: "@" in t,
+        requires="@",
     ),
     RedactionRule(
         "iban",
@@ -161,7 +161,8 @@ BUILTIN_RULES: tuple[RedactionRule, ...] = (
         re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])"),
         "<IP>",
         validate=_ipv6_valid,
-        needs=lambda t: ":" in t and ("::" in t or t.count(":") >= 3),
+        requires=":",
+        needs=lambda t: "::" in t or t.count(":") >= 3,
     ),
     RedactionRule(
         "ip",
@@ -175,7 +176,7 @@ BUILTIN_RULES: tuple[RedactionRule, ...] = (
         re.compile(r"(?<![\w+])\+[1-9]\d{0,2}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)"),
         "<PHONE>",
         validate=_phone_valid,
-        needs=lambda t: "+" in t,
+        requires="+",
     ),
     RedactionRule(
         "phone",  # US: (555) 123-4567, 555-123-4567, 555.123.4567, 555 123 4567 (one separator kind)

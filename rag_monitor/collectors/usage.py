@@ -42,7 +42,11 @@ def call_kind(span: Span) -> str | None:
 
 
 def _first(attrs: dict, *keys: str):
-    return next((attrs[k] for k in keys if attrs.get(k) is not None), None)
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None:
+            return value
+    return None
 
 
 def model_call(span: Span, kind: str) -> ModelCall:

@@ -115,6 +115,10 @@ class Store:
         with self._db.read() as conn:
             conn.execute(sa.text("SELECT 1"))
 
+    def checkpoint(self) -> tuple[int, int]:
+        """SQLite: the write-ahead log into the database (the ``store_checkpoint`` job); see ``Database.checkpoint``."""
+        return self._db.checkpoint()
+
     def close(self) -> None:
         self._db.dispose()
 

@@ -94,7 +94,7 @@ def test_the_constructor_does_no_io_and_start_opens_in_order(tmp_path):
     agent.start()
     try:
         assert (data_dir / "rag-monitor.db").exists() and agent.ready()
-        assert {"expiry", "store_pruning", "scoring", "scrape_cache"} <= set(agent.jobs.jobs)
+        assert {"expiry", "store_pruning", "scoring", "scrape_cache", "store_checkpoint"} <= set(agent.jobs.jobs)
         wait_until(lambda: agent.registry.get_sample_value(
             "rag_agent_job_last_success_timestamp_seconds", {"job": "store_pruning"}), timeout=20, what="a pruning run")
     finally:
