@@ -41,7 +41,12 @@ def call_kind(span: Span) -> str | None:
     return _BY_STAGE.get(stage) if isinstance(stage, str) else None
 
 
-def _first(attrs: dict, *keys: str):
+_PROMPT_KEYS = (sc.LLM_TOKEN_COUNT_PROMPT, sc.GEN_AI_USAGE_INPUT_TOKENS)
+_COMPLETION_KEYS = (sc.LLM_TOKEN_COUNT_COMPLETION, sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+_CACHED_PROMPT_KEYS = (sc.LLM_TOKEN_COUNT_PROMPT_CACHE_READ, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
+
+
+def _first(attrs: dict, keys: tuple[str, ...]):
     for key in keys:
         value = attrs.get(key)
         if value is not None:
@@ -52,15 +57,15 @@ def _first(attrs: dict, *keys: str):
 def model_call(span: Span, kind: str) -> ModelCall:
     """The call ``span`` made; cached prompt tokens are part of the prompt tokens (both conventions)."""
     a = span.attributes
-    model = _first(a, *_MODEL_KEYS[kind])
-    prompt = as_int(_first(a, sc.LLM_TOKEN_COUNT_PROMPT, sc.GEN_AI_USAGE_INPUT_TOKENS))
-    cached = as_int(_first(a, sc.LLM_TOKEN_COUNT_PROMPT_CACHE_READ, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS))
+    model = _first(a, _MODEL_KEYS[kind])
+    prompt = max(as_int(_first(a, _PROMPT_KEYS)), 0)
+    cached = as_int(_first(a, _CACHED_PROMPT_KEYS))
     return ModelCall(
         kind=kind,
         model=str(model) if model not in (None, "") else None,
-        input_tokens=max(prompt, 0),
-        output_tokens=max(as_int(_first(a, sc.LLM_TOKEN_COUNT_COMPLETION, sc.GEN_AI_USAGE_OUTPUT_TOKENS)), 0),
-        cached_input_tokens=min(max(cached, 0), max(prompt, 0)),
+        input_tokens=prompt,
+        output_tokens=max(as_int(_first(a, _COMPLETION_KEYS)), 0),
+        cached_input_tokens=min(max(cached, 0), prompt),
     )
 
 
@@ -71,7 +76,7 @@ def has_tokens(call: ModelCall) -> bool:
 def retrieval_call(span: Span) -> ModelCall | None:
     """A retrieval as a call of its data source (``gen_ai.data_source.id``, else the vector store's
     ``db.system.name``), so a per-call price applies; None when the span names neither."""
-    source = _first(span.attributes, sc.GEN_AI_DATA_SOURCE_ID, sc.DB_SYSTEM_NAME)
+    source = _first(span.attributes, (sc.GEN_AI_DATA_SOURCE_ID, sc.DB_SYSTEM_NAME))
     return None if source in (None, "") else ModelCall(kind=CALL_RETRIEVAL, model=str(source))
 
 
