@@ -40,19 +40,18 @@ def documents(attrs: dict[str, Any], prefix: str, id_keys: tuple[str, ...], outp
             metadata = json_object(metadata)
             if not isinstance(metadata, dict):
                 metadata = {} if metadata == "" else {"value": metadata}
-        if doc_id in (None, "") and output_ids is not None and index < len(output_ids):
-            doc_id = output_ids[index]
-        if doc_id in (None, ""):
-            doc_id = next((metadata[k] for k in id_keys if metadata.get(k) not in (None, "")), None)
+        if doc_id is None or doc_id == "":
+            if output_ids is not None and index < len(output_ids):
+                doc_id = output_ids[index]
+            if doc_id is None or doc_id == "":
+                doc_id = next((metadata[k] for k in id_keys if metadata.get(k) not in (None, "")), None)
         index += 1
-        found.append(
-            Document(
-                id=None if doc_id is None else str(doc_id),
-                content="" if content == HIDDEN_VALUE else as_text(content),
-                score=as_float(score),
-                metadata=metadata,
-            )
-        )
+        found.append(Document(
+            None if doc_id is None else doc_id if type(doc_id) is str else str(doc_id),
+            "" if content == HIDDEN_VALUE else as_text(content),
+            as_float(score),
+            metadata,
+        ))
     return found
 
 

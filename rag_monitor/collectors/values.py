@@ -27,6 +27,8 @@ def optional_str(value: Any) -> str | None:
 
 
 def as_float(value: Any) -> float | None:
+    if type(value) is float:
+        return value
     try:
         return None if value is None or isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
