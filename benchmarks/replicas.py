@@ -93,6 +93,7 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
         "store": "shared: " + args.store_url.split("@")[-1] if args.store_url else "one SQLite per agent",
         "duration_s": args.duration,
+        "rounds": args.rounds,
         "one_agent_spans_per_s": one_rate,
         "two_agents_spans_per_s": two_rate,
         "ratio": round(two_rate / one_rate, 3) if one_rate else None,
