@@ -89,6 +89,8 @@ def main() -> None:
     two_rate = statistics.median(p["spans_per_s"] for p in twos)
     one_cpu = statistics.median(p["agent_cpu_us_per_span"] for p in ones)
     two_cpu = statistics.median(p["agent_cpu_us_per_span"] for p in twos)
+    # The share of a core each agent got while two ran: the ratio's ceiling on this machine.
+    two_share = statistics.median(c / p["window_s"] for p in twos for c in p["agent_cpu_s"])
     result = {
         "cpu_count": os.cpu_count(),
         "store": "shared: " + args.store_url.split("@")[-1] if args.store_url else "one SQLite per agent",
@@ -100,6 +102,7 @@ def main() -> None:
         "paired_ratios": [round(t["spans_per_s"] / o["spans_per_s"], 3) for o, t in zip(ones, twos) if o["spans_per_s"]],
         "target_ratio": 1.8,
         "cpu_per_span_ratio": round(two_cpu / one_cpu, 3) if one_cpu else None,
+        "two_agents_core_share": round(two_share, 3),
         "one_agent": ones,
         "two_agents": twos,
         "note": "medians over alternated phases; the ratio needs a free core per agent (the load generators "
