@@ -28,6 +28,7 @@ from rag_monitor.demo.waits import (
     DRIFT_PROFILE,
     DriftRuns,
     Every,
+    wait_for_drift_page,
     wait_for_drift_run,
     wait_for_story,
     wait_scored,
@@ -356,6 +357,8 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             if phase.name == "baseline":
                 background.append(Every(3.0, drift.collect, "drift"))
                 background.append(Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
+            if phase.name == "shift" and alerting is not None and not wait_for_drift_page(alerting, options.quick):
+                say("  the drift page has not come yet: it may read as the next release's regression")
         wait_stored(agent, recent[-20:])
         wait_scored(agent)
         wait_for_drift_run(agent, drift)

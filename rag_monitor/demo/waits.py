@@ -93,12 +93,24 @@ EXPECTED_ALERTS = ("RagDriftDetected", "RagQueryLatencyOverSLO", "RagFilterFalse
                    "RagNeighbourOverlapDropped")
 
 
+def wait_for_alerts(alerting: Any, names: Sequence[str], timeout: float) -> bool:
+    """Until Alertmanager has delivered a firing notification of every alert in ``names``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fired = {a["labels"].get("alertname") for a in alerting.webhook.alerts if a.get("status") == "firing"}
+        if set(names) <= fired:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+
+
+def wait_for_drift_page(alerting: Any, quick: bool) -> bool:
+    """After the shift: the drift page, before the next release is deployed. On a busy machine the
+    drift runs lag; a page that came after the deployment would read as that release's regression."""
+    return wait_for_alerts(alerting, ("RagDriftDetected",), 30.0 if quick else 60.0)
+
+
 def wait_for_story(alerting: Any, quick: bool, alert_wait_s: float | None = None) -> None:
     """Give Prometheus and Alertmanager a few evaluations to deliver what the traffic caused."""
-    timeout = alert_wait_s if alert_wait_s is not None else (20.0 if quick else 40.0)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        names = {a["labels"].get("alertname") for a in alerting.webhook.alerts if a.get("status") == "firing"}
-        if set(EXPECTED_ALERTS) <= names:
-            return
-        time.sleep(0.5)
+    wait_for_alerts(alerting, EXPECTED_ALERTS, alert_wait_s if alert_wait_s is not None else (20.0 if quick else 40.0))
