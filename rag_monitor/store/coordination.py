@@ -153,3 +153,41 @@ class SessionWindows:
         """Forget sessions last seen before ``before`` (they can no longer regenerate)."""
         with self._db.write() as conn:
             return conn.execute(sa.delete(session_windows).where(session_windows.c.seen_at < before)).rowcount
+
+
+class CoordinationMethods:
+    """``Store``'s coordination methods (its ``_locks``, ``_releases`` and ``_session_windows``)."""
+
+    _locks: Locks
+    _releases: Releases
+    _session_windows: SessionWindows
+
+    def try_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> bool:
+        """Take or renew the named lease lock; False while another holder's lease is valid."""
+        return self._locks.try_lock(name, holder, ttl_s, now=now)
+
+    def acquire_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> int | None:
+        """``try_lock`` returning the lease's fencing token (new on every acquisition), or None."""
+        return self._locks.acquire(name, holder, ttl_s, now=now)
+
+    def unlock(self, name: str, holder: str) -> bool:
+        return self._locks.unlock(name, holder)
+
+    def note_release(self, service: str, release: str, t: float | None = None) -> float:
+        """Record a sighting of ``release``; returns its first-seen time (earliest wins)."""
+        return self._releases.note(service, release, t)
+
+    def releases(self) -> list[Release]:
+        return self._releases.all()
+
+    def swap_session_windows(self, latest: dict[str, tuple[int, list[str]]], *,
+                             now: float | None = None) -> dict[str, tuple[int, list[str]]]:
+        """Each session's last query (start_ns, words), replaced where newer; returns the previous ones."""
+        return self._session_windows.swap(latest, now=now)
+
+    def prune_session_windows(self, before: float) -> int:
+        return self._session_windows.prune(before)
+
+    def latest_releases(self, keep: int) -> list[Release]:
+        """Each service's ``keep`` most recently first-seen releases (the labelled ones), newest first."""
+        return self._releases.latest(keep)

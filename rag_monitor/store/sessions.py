@@ -59,3 +59,25 @@ class Sessions:
             stmt = sa.select(f.c.key, sa.func.count()).where(f.c.key.in_(wanted), f.c.at >= now - window_s).group_by(f.c.key)
             counts.update({key: int(n) for key, n in conn.execute(stmt)})
         return counts
+
+
+class SessionMethods:
+    """``Store``'s review-session and login-throttle methods (its ``_sessions``)."""
+
+    _sessions: Sessions
+
+    def create_session(self, id_sha256: str, reviewer: str, csrf_token: str, ttl_s: float, *,
+                       now: float | None = None) -> None:
+        self._sessions.create(id_sha256, reviewer, csrf_token, ttl_s, now=now)
+
+    def get_session(self, id_sha256: str, *, now: float | None = None) -> ReviewSession | None:
+        return self._sessions.get(id_sha256, now=now)
+
+    def drop_session(self, id_sha256: str) -> None:
+        self._sessions.drop(id_sha256)
+
+    def record_login_failure(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> None:
+        self._sessions.record_failure(keys, window_s, now=now)
+
+    def login_failures(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> dict[str, int]:
+        return self._sessions.failures(keys, window_s, now=now)

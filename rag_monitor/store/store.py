@@ -11,18 +11,18 @@ import sqlalchemy as sa
 
 from rag_monitor.record import QueryRecord
 
-from .coordination import Locks, Releases, SessionWindows
+from .coordination import CoordinationMethods, Locks, Releases, SessionWindows
 from .documents import IndexDocuments
 from .drift import DriftRuns, Reservoirs
 from .engine import Database
 from .ingest import IngestBatch, IngestOutcome, PendingSpans
 from .models import (
-    DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, ReviewSession, Score, now_s,
+    DriftRun, FeedbackEvent, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, Score, now_s,
 )
 from .probes import ProbeStates
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
-from .sessions import Sessions
+from .sessions import SessionMethods, Sessions
 from .workflow import ReviewWorkflow
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -30,7 +30,7 @@ MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 _MIGRATION_LOCK_KEY = 0x7261676D6F6E
 
 
-class Store:
+class Store(CoordinationMethods, SessionMethods):
     """Persistence for rag-monitor on SQLite (embedded) or PostgreSQL (several replicas).
 
     Usage::
@@ -263,24 +263,6 @@ class Store:
     def reviewer_progress(self, *, now: float | None = None, recent_s: float = 3600.0) -> dict[str, dict[str, int]]:
         return self._workflow.reviewer_progress(now=now, recent_s=recent_s)
 
-    # --- review sessions and login throttle -----------------------------------------------------
-
-    def create_session(self, id_sha256: str, reviewer: str, csrf_token: str, ttl_s: float, *,
-                       now: float | None = None) -> None:
-        self._sessions.create(id_sha256, reviewer, csrf_token, ttl_s, now=now)
-
-    def get_session(self, id_sha256: str, *, now: float | None = None) -> ReviewSession | None:
-        return self._sessions.get(id_sha256, now=now)
-
-    def drop_session(self, id_sha256: str) -> None:
-        self._sessions.drop(id_sha256)
-
-    def record_login_failure(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> None:
-        self._sessions.record_failure(keys, window_s, now=now)
-
-    def login_failures(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> dict[str, int]:
-        return self._sessions.failures(keys, window_s, now=now)
-
     def release_expired_claims(self, now: float | None = None) -> int:
         return self._queue.release_expired_claims(now)
 
@@ -392,38 +374,6 @@ class Store:
     def drift_runs(self, profile: str | None = None, *, limit: int = 100, tested: bool = False) -> list[DriftRun]:
         """Most recent first; ``tested`` keeps only runs that tested a window."""
         return self._runs.list(profile, limit=limit, tested=tested)
-
-    # --- coordination --------------------------------------------------------------------------
-
-    def try_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> bool:
-        """Take or renew the named lease lock; False while another holder's lease is valid."""
-        return self._locks.try_lock(name, holder, ttl_s, now=now)
-
-    def acquire_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> int | None:
-        """``try_lock`` returning the lease's fencing token (new on every acquisition), or None."""
-        return self._locks.acquire(name, holder, ttl_s, now=now)
-
-    def unlock(self, name: str, holder: str) -> bool:
-        return self._locks.unlock(name, holder)
-
-    def note_release(self, service: str, release: str, t: float | None = None) -> float:
-        """Record a sighting of ``release``; returns its first-seen time (earliest wins)."""
-        return self._releases.note(service, release, t)
-
-    def releases(self) -> list[Release]:
-        return self._releases.all()
-
-    def swap_session_windows(self, latest: dict[str, tuple[int, list[str]]], *,
-                             now: float | None = None) -> dict[str, tuple[int, list[str]]]:
-        """Each session's last query (start_ns, words), replaced where newer; returns the previous ones."""
-        return self._session_windows.swap(latest, now=now)
-
-    def prune_session_windows(self, before: float) -> int:
-        return self._session_windows.prune(before)
-
-    def latest_releases(self, keep: int) -> list[Release]:
-        """Each service's ``keep`` most recently first-seen releases (the labelled ones), newest first."""
-        return self._releases.latest(keep)
 
 
 def open_store(url: str, *, migrate: bool = True, **options: Any) -> Store:
