@@ -274,3 +274,18 @@ def test_huge_finite_vector_is_kept_and_mixed_arrays_read_each_element():
     embed = next(s for s in mixed.spans if s.name == "embed")
     assert "embedding.embeddings.0.embedding.vector" not in embed.attributes  # not a vector: dropped, counted
     assert mixed.rejected_embeddings == 1
+
+
+@pytest.mark.parametrize("surrogate", [b"\\ud800", b"\xed\xa0\x80", b"\xed\xa0\xbd\xed\xb8\x80"])
+def test_a_surrogate_in_json_is_a_clear_error_not_a_later_crash(surrogate):
+    """A lone surrogate, escaped or as the UTF-8-style bytes that ``json.loads`` lets through
+    (and a pair spelt that way, which no UTF-8 encoder writes), would fail when the spans are
+    stored or forwarded; it is refused at decode with a message, in a key as in a value."""
+    spans = _sdk_spans()
+    body = json_body(spans)
+    for target in (b'"input.value"', b'"How do I cancel?"'):
+        assert target in body
+        bad = body.replace(target, target[:-1] + surrogate + b'"', 1)
+        with pytest.raises(OTLPDecodeError, match="surrogate"):
+            decode_export_request(bad, JSON, limits=LIMITS)
+    assert decode_export_request(body.replace(b"How do I", "Comment \U0001f600".encode(), 1), JSON, limits=LIMITS).rejected_spans == 0

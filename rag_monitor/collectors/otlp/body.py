@@ -27,8 +27,9 @@ CONTENT_TYPE_JSON = "application/json"
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-"""A JSON escape of a UTF-16 surrogate: only then is a decoded string worth checking."""
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+"""A JSON escape of a UTF-16 surrogate, or one's UTF-8-style bytes (which ``json.loads`` decodes
+with ``surrogatepass``): only then is a decoded string worth checking."""
 
 
 def _media_type(content_type: str | None) -> str:
@@ -107,12 +108,12 @@ def decode_export_request(
         raise OTLPDecodeError(f"body is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise OTLPDecodeError(f"OTLP JSON body must be an object, got {type(document).__name__}")
-    if _SURROGATE_ESCAPE.search(raw):
+    if _SURROGATE.search(raw):
         # "\ud800" alone is valid JSON but no valid UTF-8 string: protobuf and the store would fail later.
         try:
             json.dumps(document, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
-            raise OTLPDecodeError("body is not valid OTLP JSON: a string holds an unpaired UTF-16 surrogate") from None
+            raise OTLPDecodeError("body is not valid OTLP JSON: a string holds a UTF-16 surrogate that is not valid UTF-8") from None
     try:
         return JsonDecoder(limits).decode(document)
     except (TypeError, ValueError, AttributeError, KeyError, RecursionError, OverflowError) as exc:
