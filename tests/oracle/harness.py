@@ -84,6 +84,19 @@ def post(url: str, body: bytes) -> None:
     raise AssertionError("agent kept answering 503")
 
 
+def _same_false_exclusion_ratios(texts: list[str]) -> bool:
+    """Every replica exports the ratios, the same ones: they read one store, so a difference is a
+    replica whose scrape cache has not yet taken in the latest reviews."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def ratios(text: str) -> dict[str, float]:
+        return {s.labels.get("release", ""): s.value for family in text_string_to_metric_families(text)
+                for s in family.samples if s.name == "rag_filter_false_exclusion_ratio"}
+
+    found = [ratios(text) for text in texts]
+    return bool(found[0]) and all(other == found[0] for other in found[1:])
+
+
 def scrape(agent) -> str:
     with urllib.request.urlopen(f"{agent.http_url}/metrics", timeout=10) as r:
         return r.read().decode()
@@ -337,9 +350,9 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
         golden = json.dumps(golden_rows(store), default=str, ensure_ascii=False)
     finally:
         store.close()
-    try:  # the review statistics are cached for a few seconds at scrape time
-        wait_until(lambda: all("rag_filter_false_exclusion_ratio{" in scrape(a) for a in agents), timeout=20,
-                   what="the false-exclusion ratio computed from the reviews")
+    try:  # the review statistics are cached at scrape time: until every replica has taken in every review
+        wait_until(lambda: _same_false_exclusion_ratios([scrape(a) for a in agents]), timeout=30,
+                   what="every replica's false-exclusion ratios computed from all the reviews")
     except Exception:  # noqa: BLE001 - reported by the false-exclusion checks
         pass
     texts = [scrape(a) for a in agents]
