@@ -9,22 +9,14 @@ from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.detectors.probes import (
     HttpRetriever, Probe, ProbeError, ProbeExporter, ProbeRunner, ProbeSetError, load_probe_set, parse_documents,
 )
-from rag_monitor.store import open_store
 from tests.probe_hook import RetrievalHook
+from tests.store.conftest import store, store_url  # noqa: F401 - both backends, as every store test
 
 INDEX = {
     "refund window": ["a", "b", "c", "d"],
     "delivery address": ["e", "f", "g", "h"],
 }
 PROBES = [Probe("refund", "refund window", 4), Probe("delivery", "delivery address", 4)]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request, tmp_path):
-    url = f"sqlite:///{tmp_path / 'store.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    s = open_store(url)
-    yield s
-    s.close()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from rag_monitor.simulate import Traffic
 from rag_monitor.review.rates import wilson
-from rag_monitor.simulate.oracle import compare, weighted_rate
+from rag_monitor.simulate.oracle import Samples, compare, weighted_rate
 from tests.services import free_port, wait_until
 
 SAMPLING = {"base_rate": 0.2, "thumbs_down_rate": 1.0, "low_confidence_rate": 0.4, "low_confidence_below": 0.3,
@@ -87,11 +87,9 @@ def post(url: str, body: bytes) -> None:
 def _same_false_exclusion_ratios(texts: list[str]) -> bool:
     """Every replica exports the ratios, the same ones: they read one store, so a difference is a
     replica whose scrape cache has not yet taken in the latest reviews."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    def ratios(text: str) -> dict[str, float]:
-        return {s.labels.get("release", ""): s.value for family in text_string_to_metric_families(text)
-                for s in family.samples if s.name == "rag_filter_false_exclusion_ratio"}
+    def ratios(text: str) -> dict[frozenset, float]:
+        return {labels: v for (name, labels), v in Samples([text]).values.items()
+                if name == "rag_filter_false_exclusion_ratio"}
 
     found = [ratios(text) for text in texts]
     return bool(found[0]) and all(other == found[0] for other in found[1:])
@@ -377,8 +375,6 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
     checks.append(Check("verdicts of sampled answers", {}, dict(list(bad.items())[:5]), not bad))
 
     # The exported weighted rates are the Horvitz-Thompson sums of the scored sample.
-    from rag_monitor.simulate.oracle import Samples
-
     m = Samples(texts)
     found = []
     for variant in ("production", "shadow"):

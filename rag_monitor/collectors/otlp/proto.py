@@ -129,8 +129,9 @@ def _doubles(array) -> list[float] | None:
     values = array.values
     n = len(values)
     raw = array.SerializeToString()
-    if (len(raw) == _DOUBLE_ELEMENT * n and raw[0::11] == b"\x0a" * n and raw[1::11] == b"\x09" * n
-            and raw[2::11] == b"\x21" * n):
+    step = _DOUBLE_ELEMENT
+    if (len(raw) == step * n and raw[0::step] == b"\x0a" * n and raw[1::step] == b"\x09" * n
+            and raw[2::step] == b"\x21" * n):
         return list(_doubles_layout(n).unpack(raw))
     if all(v.WhichOneof("value") == "double_value" for v in values):
         return [v.double_value for v in values]  # doubles encoded otherwise (unknown fields)
