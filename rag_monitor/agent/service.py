@@ -271,6 +271,7 @@ class Agent:
         """Store-wide clean-up (the ``store_pruning`` job, one replica at a time)."""
         self.store.prune_recent()
         self.regeneration.prune()
+        self.review_app.throttle.prune()
 
     # --- HTTP apps ------------------------------------------------------------------------
 

@@ -6,10 +6,11 @@ never stores or logs a token: only its SHA-256. Roles: ``reviewer`` labels items
 also reads queue stats, assigns and exports. A tenant list scopes what a reviewer may see;
 groups receive items assigned to ``group:<name>``.
 
-Sessions and failed logins live in the store, so every replica behind a load balancer
-knows them. Failed logins are throttled per account and per client address (the real one,
-see ``proxy.py``): a guesser from one address, or many guessers at one account, wait; the
-other reviewers behind the same ingress do not.
+Sessions and the login throttle live in the store, so every replica behind a load balancer
+knows them. Token checks are throttled per client address (the real one, see ``proxy.py``)
+and per account over the addresses its owner has not used (``LoginThrottle``): a guesser
+from one address, or many guessers at one account, wait; the account's owner from an address
+she logged in from, and the other reviewers behind the same ingress, do not.
 
 Usage::
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,23 +111,51 @@ def csrf_matches(sent: str | None, expected: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """A login attempt the throttle let through: the counters it took, given back on success."""
+
+    account: str
+    client: str
+    taken: dict
+
+
+@dataclass(frozen=True)
 class LoginThrottle:
-    """At most ``per_client`` failed logins per client address and ``per_account`` per account
-    within ``window_s``; counted in the store, so every replica agrees."""
+    """Token checks per window, decided in the store (every replica agrees, exactly).
+
+    - ``per_client`` failed checks per client address, whatever the accounts;
+    - ``per_account`` per account, counted over the addresses its owner has not logged in from
+      within ``known_s``: from those, a correct token keeps working while strangers guess it,
+      subject only to the address's own limit.
+
+    An attempt takes its counters before the token is checked (``admit``) and gives them back
+    when the token was right (``succeeded``): concurrent logins never check more tokens than
+    the limits. Keys are SHA-256 digests (the name typed may be a token pasted by mistake).
+    """
 
     store: object
     per_client: int = 5
     per_account: int = 10
     window_s: float = 60.0
+    known_s: float = 30 * 86400.0
 
     @staticmethod
-    def keys(account: str, client: str) -> tuple[str, str]:
-        return f"account:{account}", f"client:{client}"
+    def key(*parts: str) -> str:
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
-    def blocked(self, account: str, client: str) -> bool:
-        account_key, client_key = self.keys(account, client)
-        counts = self.store.login_failures([account_key, client_key], self.window_s)
-        return counts[client_key] >= self.per_client or counts[account_key[:300]] >= self.per_account
+    def admit(self, account: str, client: str, *, now: float | None = None) -> Attempt | None:
+        """The attempt, or None: refuse without checking the token."""
+        now = time.time() if now is None else now
+        limits = {self.key("client", client): self.per_client}
+        if not self.store.login_marked_since(self.key("known", account, client), now - self.known_s):
+            limits[self.key("account", account)] = self.per_account
+        taken = self.store.take_login_attempt(limits, self.window_s, now=now)
+        return None if taken is None else Attempt(account, client, taken)
 
-    def failed(self, account: str, client: str) -> None:
-        self.store.record_login_failure(self.keys(account, client), self.window_s)
+    def succeeded(self, attempt: Attempt, *, now: float | None = None) -> None:
+        self.store.give_back_login_attempt(attempt.taken)
+        self.store.mark_login(self.key("known", attempt.account, attempt.client), now=now)
+
+    def prune(self) -> int:
+        """Lapsed counters and old known pairs out of the store (the ``store_pruning`` job)."""
+        return self.store.prune_login_throttle(self.window_s, self.known_s)

@@ -160,13 +160,14 @@ class ReviewApp:
         except HTTPException as exc:  # malformed multipart: Starlette's plain-text 400, made JSON
             return _error(400, f"unreadable login form: {exc.detail}")
         name, token = str(form.get("reviewer", "")).strip(), str(form.get("token", ""))
-        if await run_in_threadpool(self.throttle.blocked, name, client):
+        attempt = await run_in_threadpool(self.throttle.admit, name, client)
+        if attempt is None:  # refused before the token is checked
             return self._login_page("Too many failed logins: wait a minute.", name, 429)
         reviewer = self.reviewers.authenticate(name, token) if name and token else None
-        if reviewer is None:
-            await run_in_threadpool(self.throttle.failed, name, client)
+        if reviewer is None:  # the attempt keeps its place in the counters
             log.info("failed review login from %s", client)  # never the token, nor the name typed (could be a token)
             return self._login_page("Unknown reviewer or token.", name, 401)
+        await run_in_threadpool(self.throttle.succeeded, attempt)
         session_id, digest = new_session_id()
         await run_in_threadpool(self.store.create_session, digest, reviewer.name, new_session_id()[0], SESSION_TTL_S)
         response = RedirectResponse("/review", status_code=303, headers=SECURITY_HEADERS)

@@ -105,11 +105,23 @@ review_sessions = sa.Table(
 login_failures = sa.Table(
     "login_failures",
     metadata,
+    # Written by versions before 0008_login_throttle only: kept for a replica one version behind
+    # during a rollout.
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    # ``account:<name>`` or ``client:<address>``; rows older than the window are deleted.
     sa.Column("key", sa.String(300), nullable=False),
     sa.Column("at", sa.Double, nullable=False, index=True),
     sa.Index(None, "key", "at"),
+)
+
+login_throttle = sa.Table(
+    "login_throttle",
+    metadata,
+    # The SHA-256 of what is counted (an address, an account, a pair): a name typed into the login
+    # form may be a token pasted by mistake, and never lands in the database.
+    sa.Column("key", sa.String(64), primary_key=True),
+    # A counter's fixed window began here; a known pair's last successful login.
+    sa.Column("window_start", sa.Double, nullable=False, index=True),
+    sa.Column("count", sa.Integer, nullable=False),
 )
 
 feedback = sa.Table(

@@ -1,20 +1,20 @@
 """Review sessions and the login throttle, in the store so every replica shares them.
 
 A session row is keyed by the SHA-256 of the cookie's random id (a database dump opens no
-session). Failed logins are rows keyed ``account:<name>`` or ``client:<address>``; rows older
-than the throttle window are deleted as new ones arrive, so the table stays bounded by the
-rate of failures, whatever the number of distinct clients.
+session). The throttle's counters are in ``throttle.py``; the ``store_pruning`` job deletes
+lapsed ones, so the table stays bounded by the rate of failures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 import sqlalchemy as sa
 
 from .engine import Database
 from .models import ReviewSession, now_s
-from .schema import login_failures, review_sessions
+from .schema import review_sessions
+from .throttle import LoginCounters
 
 
 class Sessions:
@@ -40,31 +40,12 @@ class Sessions:
         with self._db.write() as conn:
             conn.execute(sa.delete(review_sessions).where(review_sessions.c.id_sha256 == id_sha256))
 
-    def record_failure(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> None:
-        now = now_s() if now is None else now
-        f = login_failures
-        rows = [{"key": key[:300], "at": now} for key in keys]
-        with self._db.write() as conn:
-            conn.execute(sa.delete(f).where(f.c.at < now - window_s))
-            if rows:
-                conn.execute(sa.insert(f), rows)
-
-    def failures(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> dict[str, int]:
-        """Failed logins per key within the window."""
-        now = now_s() if now is None else now
-        f = login_failures
-        wanted = [key[:300] for key in keys]
-        counts = dict.fromkeys(wanted, 0)
-        with self._db.read() as conn:
-            stmt = sa.select(f.c.key, sa.func.count()).where(f.c.key.in_(wanted), f.c.at >= now - window_s).group_by(f.c.key)
-            counts.update({key: int(n) for key, n in conn.execute(stmt)})
-        return counts
-
 
 class SessionMethods:
     """``Store``'s review-session and login-throttle methods (its ``_sessions``)."""
 
     _sessions: Sessions
+    _login_counters: LoginCounters
 
     def create_session(self, id_sha256: str, reviewer: str, csrf_token: str, ttl_s: float, *,
                        now: float | None = None) -> None:
@@ -76,8 +57,19 @@ class SessionMethods:
     def drop_session(self, id_sha256: str) -> None:
         self._sessions.drop(id_sha256)
 
-    def record_login_failure(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> None:
-        self._sessions.record_failure(keys, window_s, now=now)
+    def take_login_attempt(self, limits: Mapping[str, int], window_s: float, *,
+                           now: float | None = None) -> dict[str, float] | None:
+        """One attempt on each counter (key -> limit per window), atomically; None when any is at its limit."""
+        return self._login_counters.take(limits, window_s, now=now)
 
-    def login_failures(self, keys: Iterable[str], window_s: float, *, now: float | None = None) -> dict[str, int]:
-        return self._sessions.failures(keys, window_s, now=now)
+    def give_back_login_attempt(self, taken: Mapping[str, float]) -> None:
+        self._login_counters.give_back(taken)
+
+    def mark_login(self, key: str, *, now: float | None = None) -> None:
+        self._login_counters.mark(key, now=now)
+
+    def login_marked_since(self, key: str, since: float) -> bool:
+        return self._login_counters.marked_since(key, since)
+
+    def prune_login_throttle(self, window_s: float, marker_s: float, *, now: float | None = None) -> int:
+        return self._login_counters.prune(window_s, marker_s, now=now)

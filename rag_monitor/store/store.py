@@ -23,6 +23,7 @@ from .probes import ProbeStates
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
 from .sessions import SessionMethods, Sessions
+from .throttle import LoginCounters
 from .workflow import ReviewWorkflow
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -66,6 +67,7 @@ class Store(CoordinationMethods, SessionMethods):
         self._queue = ReviewQueue(self._db)
         self._workflow = ReviewWorkflow(self._db)
         self._sessions = Sessions(self._db)
+        self._login_counters = LoginCounters(self._db)
         self._reservoirs = Reservoirs(
             self._db,
             reference_capacity=reference_capacity,
