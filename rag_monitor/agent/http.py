@@ -175,6 +175,42 @@ def otlp_app(
     return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), *health_routes(ready)], lifespan=lifespan)
 
 
+BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
+
+
+def require_length(app):
+    """ASGI wrapper: a request that may carry a body but says neither its length nor chunked gets
+    411 (an HTTP/1.0 client that means "until I close" would otherwise be read as empty)."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] == "http" and scope["method"].encode() in BODY_METHODS:
+            names = {name for name, _ in scope["headers"]}
+            if b"content-length" not in names and b"transfer-encoding" not in names:
+                body = b'{"message": "Content-Length required"}'
+                await send({"type": "http.response.start", "status": 411, "headers": [
+                    (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def answering_half_closed(protocol: type) -> type:
+    """``protocol`` (uvicorn's HTTP protocol class) answering a client that half-closes after a whole
+    request, as HTTP/1.0 clients may: uvicorn closes on the client's FIN and the answer is lost."""
+
+    class AnswersHalfClosed(protocol):
+        def eof_received(self):
+            cycle = self.cycle
+            if cycle is not None and not cycle.more_body and not cycle.response_complete:
+                return True  # the request is whole: keep our half of the connection open to answer
+            return super().eof_received()
+
+    return AnswersHalfClosed
+
+
 def _peer(request: Request) -> str:
     return f"{request.client.host}:{request.client.port}" if request.client else "unknown"
 

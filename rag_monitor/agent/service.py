@@ -34,7 +34,7 @@ from starlette.concurrency import run_in_threadpool
 
 from rag_monitor.agent.forwarder import ReadableSpans, SpanForwarder, phoenix_exporter
 from rag_monitor.agent.freshness import FreshnessTracker
-from rag_monitor.agent.http import health_routes, metrics_routes, otlp_app
+from rag_monitor.agent.http import answering_half_closed, health_routes, metrics_routes, otlp_app, require_length
 from rag_monitor.agent.jobs import JobScheduler, agent_jobs
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
@@ -333,12 +333,17 @@ class Agent:
             def capture_signals(self):  # the agent's own handlers stop both servers at once
                 yield
 
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
         s = self.settings
+        protocol = answering_half_closed(AutoHTTPProtocol)
         configs = [
             # proxy_headers off: uvicorn would believe X-Forwarded-For from loopback; the review
             # page reads forwarded headers itself, from `trusted_proxies` only.
-            uvicorn.Config(self.build_otlp_app(), host=s.otlp_host, port=s.otlp_port, log_level="warning", lifespan="on", proxy_headers=False),
-            uvicorn.Config(self.build_http_app(), host=s.http_host, port=s.http_port, log_level="warning", lifespan="on", proxy_headers=False),
+            uvicorn.Config(require_length(self.build_otlp_app()), host=s.otlp_host, port=s.otlp_port, http=protocol,
+                           log_level="warning", lifespan="on", proxy_headers=False),
+            uvicorn.Config(require_length(self.build_http_app()), host=s.http_host, port=s.http_port, http=protocol,
+                           log_level="warning", lifespan="on", proxy_headers=False),
         ]
         self._servers = [Server(c) for c in configs]
         tasks = [asyncio.ensure_future(server.serve()) for server in self._servers]
