@@ -51,9 +51,9 @@ class AgentSettings:
     http_host: str = _setting("127.0.0.1", "Address of the HTTP server for `/metrics`, the review page and its API.")
     http_port: int = _setting(8080, "Port of `/metrics`, `/healthz`, `/readyz`, `/review` and `/api/review`.")
     max_concurrent_requests: int = _setting(8, "OTLP requests processed at once, counted once their body is read; beyond it the receiver answers 503 + Retry-After. The store write runs one request at a time, so more only lengthens the wait past exporters' timeouts.")
-    max_reading_requests: int = _setting(64, "OTLP request bodies being read at once (bounded memory: each up to `max_body_bytes`); beyond it 503 + Retry-After. Slow clients hold only these, never a processing slot.")
+    max_reading_requests: int = _setting(64, "OTLP request bodies being read at once (bounded memory: each up to `max_body_bytes`). One client (address, or the forwarded one behind `trusted_proxies`) holds at most a quarter of them; when all are taken, a body that arrives at once (within 0.25 s) is read in one of as many express slots, so slow clients cannot keep exporters out; beyond that 503 + Retry-After. Slow clients hold only these, never a processing slot.")
     body_read_timeout_s: float = _setting(10.0, "Longest time to receive one OTLP request body; a slower client gets 408 and frees its reading slot.")
-    otlp_token: str = _setting("", "When set, the OTLP receiver requires `Authorization: Bearer <token>`.", secret=SECRET)
+    otlp_token: str = _setting("", "When set, the OTLP receiver requires `Authorization: Bearer <token>` and refuses other requests at their headers. Recommended wherever the OTLP port is reachable by more than your apps (the Helm chart generates one).", secret=SECRET)
 
     # --- storage ---
     data_dir: str = _setting("data", "Directory for the embedded SQLite store and local state.")

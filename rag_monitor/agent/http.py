@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from rag_monitor.agent.admission import EXPRESS, ReadingSlots
 from rag_monitor.collectors.otlp import BodyTooLarge, OTLPDecodeError, UnsupportedMediaType
 from rag_monitor.store import StoreUnavailable
 
@@ -86,13 +87,13 @@ async def _discard_body(request: Request, limit: int) -> None:
     body unread closes the connection over unread bytes, and the client gets a broken pipe or a
     reset instead of our status (and Retry-After)."""
     size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                return
-    except ClientDisconnect:
-        pass
+    while size <= limit:  # request.receive, not request.stream: the stream may be partly read already
+        message = await request.receive()
+        if message["type"] != "http.request":
+            return  # the client disconnected
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 async def _read_within(request: Request, limit: int, timeout_s: float) -> bytes:
@@ -110,16 +111,19 @@ def otlp_app(
     max_reading: int = 64,
     read_timeout_s: float = 10.0,
     ready: Callable[[], bool] = lambda: True,
+    client_of: Callable[[Request], str] = lambda r: r.client.host if r.client else "unknown",
     lifespan=None,
 ) -> Starlette:
     """The OTLP/HTTP receiver.
 
     Two bounded stages: up to ``max_reading`` bodies are read at once, each within
-    ``read_timeout_s`` (memory stays bounded, and a slow client only ever holds a reading slot);
-    once a body is in memory, up to ``max_concurrent`` requests are processed (``ingest`` in the
-    thread pool). Either stage full: 503 + Retry-After, which exporters retry.
+    ``read_timeout_s`` (memory stays bounded, and a slow client only ever holds a reading slot),
+    with a share per client (``client_of``: the address, or the forwarded one behind a trusted
+    proxy) and express slots for bodies that arrive at once (``admission.py``); once a body is in memory, up to ``max_concurrent``
+    requests are processed (``ingest`` in the thread pool). Either stage full: 503 + Retry-After,
+    which exporters retry.
     """
-    reading = asyncio.Semaphore(max_reading)
+    reading = ReadingSlots(max_reading)
     in_flight = asyncio.Semaphore(max_concurrent)
     expected_auth = f"Bearer {bearer_token}".encode() if bearer_token else b""
 
@@ -133,24 +137,37 @@ def otlp_app(
             metrics.ingest_errors.labels("unauthorized").inc()
             return _error(401, "missing or wrong bearer token", media_type, {"WWW-Authenticate": "Bearer"})
         limit = max_body_bytes()
-        if reading.locked():
+        client = client_of(request)
+        slot = reading.acquire(client)
+        if slot is None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(_discard_body(request, limit), read_timeout_s)
             return saturated(media_type)
+        started = asyncio.get_running_loop().time()
+        body = None
         try:
-            async with reading:
-                body = await _read_within(request, limit, read_timeout_s)
+            body = await _read_within(request, limit, reading.express_s if slot == EXPRESS else read_timeout_s)
+        except asyncio.TimeoutError:
+            pass
         except BodyTooLarge as exc:
             metrics.ingest_errors.labels("too_large").inc()
             return _error(413, str(exc), media_type)
-        except asyncio.TimeoutError:
-            metrics.ingest_errors.labels("read_timeout").inc()
-            log.info("OTLP request body from %s not received within %.0f s: 408", _peer(request), read_timeout_s)
-            return _error(408, f"request body not received within {read_timeout_s:g} s", media_type)
         except ClientDisconnect:
             metrics.ingest_errors.labels("client_disconnected").inc()
             log.info("OTLP client %s disconnected before sending its whole body", _peer(request))
             return Response(status_code=400)  # nobody is left to read it
+        finally:
+            reading.release(client, slot)
+        if body is None and slot == EXPRESS:  # not a body that arrives at once: refused as by a full pool
+            metrics.ingest_errors.labels("slow_client_refused").inc()
+            with contextlib.suppress(asyncio.TimeoutError):  # its connection, not a slot, waits out the deadline
+                left = read_timeout_s - (asyncio.get_running_loop().time() - started)
+                await asyncio.wait_for(_discard_body(request, limit), max(left, 0.0))
+            return saturated(media_type)
+        if body is None:
+            metrics.ingest_errors.labels("read_timeout").inc()
+            log.info("OTLP request body from %s not received within %.0f s: 408", _peer(request), read_timeout_s)
+            return _error(408, f"request body not received within {read_timeout_s:g} s", media_type)
         if in_flight.locked():
             return saturated(media_type)  # the body is read: the exporter gets our status, not a reset
         async with in_flight:

@@ -298,6 +298,7 @@ class Agent:
             max_reading=s.max_reading_requests,
             read_timeout_s=s.body_read_timeout_s,
             ready=self.ready,
+            client_of=ExternalView.parse(s.trusted_proxies).client,
             lifespan=self.lifespan,
         )
 

@@ -129,8 +129,8 @@ def test_postgresql_mode_without_hpa_runs_replica_count_replicas():
 
 @pytest.mark.parametrize("mode", MODES)
 def test_secrets_are_referenced_never_inlined(mode):
-    docs = render(MODES[mode])
-    assert not kinds(docs, "Secret"), "the chart must not create Secrets"
+    docs = render(MODES[mode], "secrets.otlpToken.existingSecret=", "secrets.otlpToken.generate=false")
+    assert not kinds(docs, "Secret"), "the chart must not create Secrets (but the OTLP token it generates)"
     agent = container(agent_deployment(docs), "agent")
     tokens = env_var(agent, "RAG_MONITOR_REVIEW_TOKENS")
     assert tokens["valueFrom"]["secretKeyRef"] == {"name": "rag-monitor-review", "key": "tokens"}
@@ -138,6 +138,32 @@ def test_secrets_are_referenced_never_inlined(mode):
         if c["kind"] == "ConfigMap":
             text = yaml.safe_dump(c["data"])
             assert "store_url" not in text and "review_tokens" not in text and "pseudonym_key" not in text
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_otlp_token_is_generated_by_default(mode):
+    """An open OTLP receiver lets slow clients hold reading slots and anyone send data: the chart
+    generates a token unless the operator gives one, and the agent (and the gateway's bridge) use it."""
+    import base64
+
+    docs = render(MODES[mode], "secrets.otlpToken.existingSecret=")
+    secret = one(docs, "Secret", f"{FULLNAME}-otlp-token")
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert len(base64.b64decode(secret["data"]["token"])) == 48
+    pod = agent_deployment(docs)
+    names = [c["name"] for c in pod["spec"]["template"]["spec"]["containers"]]
+    assert "agent" in names
+    for name in names:
+        if not env_var(container(pod, name), "AGENT_OTLP_PORT") and name != "agent":
+            continue  # a container that does not talk to the agent's OTLP port
+        ref = env_var(container(pod, name), "RAG_MONITOR_OTLP_TOKEN")["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": f"{FULLNAME}-otlp-token", "key": "token"}
+    given = render(MODES[mode], "secrets.otlpToken.existingSecret=my-token")
+    assert not kinds(given, "Secret")
+    ref = env_var(container(agent_deployment(given), "agent"), "RAG_MONITOR_OTLP_TOKEN")["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "my-token", "key": "token"}
+    off = render(MODES[mode], "secrets.otlpToken.existingSecret=", "secrets.otlpToken.generate=false")
+    assert all(e["name"] != "RAG_MONITOR_OTLP_TOKEN" for e in container(agent_deployment(off), "agent").get("env", []))
 
 
 @pytest.mark.parametrize("mode", MODES)

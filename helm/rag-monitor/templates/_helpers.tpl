@@ -100,3 +100,12 @@ app.kubernetes.io/component: gateway
 {{- end }}
 {{- toJson $files }}
 {{- end }}
+
+{{/* The Secret holding the OTLP token: the operator's, else the generated one; empty: none. */}}
+{{- define "rag-monitor.otlpTokenSecret" -}}
+{{- if .Values.secrets.otlpToken.existingSecret -}}
+{{ .Values.secrets.otlpToken.existingSecret }}
+{{- else if .Values.secrets.otlpToken.generate -}}
+{{ include "rag-monitor.fullname" . }}-otlp-token
+{{- end -}}
+{{- end }}
