@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import sqlalchemy as sa
 
 from rag_monitor.simulate import Traffic
-from rag_monitor.review.rates import wilson
-from rag_monitor.simulate.oracle import Samples, compare, weighted_rate
+from rag_monitor.estimators import ht_ratio_se, weighted_rate
+from rag_monitor.simulate.oracle import Samples, compare
 from tests.services import free_port, wait_until
 
 SAMPLING = {"base_rate": 0.2, "thumbs_down_rate": 1.0, "low_confidence_rate": 0.4, "low_confidence_below": 0.3,
@@ -300,12 +300,10 @@ def estimates(traffic: Traffic, items: list[dict], variant: str) -> dict:
 def _estimate(variant: str, pairs: list[tuple[float, bool]], true: float | None) -> dict:
     """The estimate with two 95% intervals: the linearised Horvitz-Thompson one, and Wilson's at
     the Kish effective size (what the agent exports for judged rates, ``review/rates.py``)."""
-    rate, se = weighted_rate(pairs)
+    rate, se = ht_ratio_se([w for w, _ in pairs], [flag for _, flag in pairs])
     covered = rate is not None and true is not None and abs(rate - true) <= 1.96 * se
-    covered_wilson = False
-    if rate is not None and true is not None:
-        low, high = wilson(rate, sum(w for w, _ in pairs) ** 2 / sum(w * w for w, _ in pairs))
-        covered_wilson = low <= true <= high
+    kish = weighted_rate([w for w, _ in pairs], [flag for _, flag in pairs])
+    covered_wilson = kish is not None and true is not None and kish.low <= true <= kish.high
     return {"variant": variant, "estimate": rate, "se": se, "truth": true, "n": len(pairs), "covered": covered,
             "covered_wilson": covered_wilson}
 
