@@ -67,11 +67,11 @@ def run_seed(seed: int, queries: int, work: Path) -> tuple[list[Check], list[dic
         checks = compare(traffic.truth, texts)
         items = sampled_items(store_url)
         want = traffic.truth.sample(SAMPLING, Sampler(SamplingConfig(**SAMPLING)).uniform)
-        got = {r["trace_id"]: r["inclusion_prob"] for r in items}
+        got = {r["trace_id"]: r["inclusion_prob"] for r in items if r["queue"] == "default"}
         checks.append(Check("sampled traces", len(want), len(got), set(want) == set(got)))
         checks.append(Check("inclusion probabilities", 0, 0, all(abs(want[t][1] - p) < 1e-12 for t, p in got.items() if t in want)))
         found = [estimates(traffic, items, "production"), estimates(traffic, items, "shadow"),
-                 _false_exclusion_estimate(traffic, items)]
+                 _false_exclusion_estimate(traffic, [r for r in items if r["queue"] == "default"])]
         return checks, found
     finally:
         agent.close()

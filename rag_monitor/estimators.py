@@ -130,10 +130,43 @@ def _normalised(w: Sequence[float] | None, n: int) -> np.ndarray:
     return arr / arr.sum()
 
 
+@dataclass(frozen=True)
+class ScoredSums:
+    """What ``ppi_mean`` needs of the scored sample: five running sums of weights ``w`` and the
+    scorer's predictions ``f`` (kept per release in the store, so a scrape reads five numbers,
+    not the sample)."""
+
+    items: int = 0
+    w: float = 0.0
+    wf: float = 0.0
+    w2: float = 0.0
+    w2f: float = 0.0
+    w2f2: float = 0.0
+
+    @classmethod
+    def of(cls, f: Sequence[float], w: Sequence[float] | None = None) -> ScoredSums:
+        f_ = np.asarray(f, dtype=float)
+        w_ = np.ones(len(f_)) if w is None else np.asarray(w, dtype=float)
+        return cls(len(f_), float(w_.sum()), float(w_ @ f_), float(w_ @ w_), float((w_ * w_) @ f_),
+                   float((w_ * w_) @ (f_ * f_)))
+
+    def __add__(self, other: ScoredSums) -> ScoredSums:
+        return ScoredSums(*(a + b for a, b in zip(self.__dict__.values(), other.__dict__.values())))
+
+    @property
+    def mean(self) -> float:
+        return self.wf / self.w
+
+    def centred_square_share(self) -> float:
+        """``sum (w / sum w)^2 (f - mean)^2``: the variance of the weighted mean of ``f``."""
+        m = self.mean
+        return max(self.w2f2 - 2 * m * self.w2f + m * m * self.w2, 0.0) / (self.w * self.w)
+
+
 def ppi_mean(
     y: Sequence[float],
     yhat: Sequence[float],
-    yhat_scored: Sequence[float],
+    yhat_scored: Sequence[float] | ScoredSums,
     w: Sequence[float] | None = None,
     w_scored: Sequence[float] | None = None,
     *,
@@ -143,33 +176,31 @@ def ppi_mean(
     """PPI++ estimate of the mean of ``y`` from labels on ``R`` and predictions on ``S``.
 
     ``y``, ``yhat``, ``w``: the labeled items' labels, predictions and weights; ``yhat_scored``,
-    ``w_scored``: the scored sample's predictions and weights. ``w_scored_of_labeled``: the
-    scored-sample weights of the labeled items when ``R`` is a subsample of ``S`` (the agent's
-    nested design: the labeled items are among ``yhat_scored``); None when the two samples are
-    independent (``ppi_py``'s setting). The variance is the design's linearisation with Hajek
-    centring, and with the nested design's covariance term (both means see the same items).
-    ``lam`` None: the minimiser of that variance estimate (unclipped: the guarantee needs no
-    clip, and any scale of the scorer's output works).
+    ``w_scored``: the scored sample's predictions and weights (or its ``ScoredSums``).
+    ``w_scored_of_labeled``: the scored-sample weights of the labeled items when ``R`` is a
+    subsample of ``S`` (the agent's nested design: the labeled items are among the scored ones);
+    None when the two samples are independent (``ppi_py``'s setting). The variance is the
+    design's linearisation with Hajek centring, and with the nested design's covariance term
+    (both means see the same items). ``lam`` None: the minimiser of that variance estimate
+    (unclipped: the guarantee needs no clip, and any scale of the scorer's output works).
     """
+    scored = yhat_scored if isinstance(yhat_scored, ScoredSums) else ScoredSums.of(yhat_scored, w_scored)
     y_ = np.asarray(y, dtype=float)
     f_r = np.asarray(yhat, dtype=float)
-    f_s = np.asarray(yhat_scored, dtype=float)
-    n, big_n = len(y_), len(f_s)
-    if n == 0 or big_n == 0 or f_r.shape != y_.shape:
+    n = len(y_)
+    if n == 0 or scored.items == 0 or f_r.shape != y_.shape:
         raise ValueError("ppi_mean needs labels with one prediction each, and a non-empty scored sample")
     p_r = _normalised(w, n)
-    p_s = _normalised(w_scored, big_n)
-    q = None if w_scored_of_labeled is None else np.asarray(w_scored_of_labeled, dtype=float) / np.asarray(
-        w_scored if w_scored is not None else np.ones(big_n), dtype=float).sum()
-    f_bar_s = float(p_s @ f_s)
+    f_bar_s = scored.mean
     e = y_ - float(p_r @ y_)
     g = f_r - float(p_r @ f_r)
-    d_s = f_s - f_bar_s
     # V(lam) = lam^2 a + b - 2 lam c  (a quadratic): a, b, c from the sample.
-    a = float(p_s**2 @ d_s**2) + float(p_r**2 @ g**2)
+    a = scored.centred_square_share() + float(p_r**2 @ g**2)
     b = float(p_r**2 @ e**2)
     c = float(p_r**2 @ (e * g))
-    if q is not None:  # cov(lam mean_S f, mean_R (y - lam f)): 2 lam sum p_r q (f - f_S)(e - lam g)
+    if w_scored_of_labeled is not None:
+        # cov(lam mean_S f, mean_R (y - lam f)): 2 lam sum p_r q (f - mean_S f)(e - lam g)
+        q = np.asarray(w_scored_of_labeled, dtype=float) / scored.w
         d_r = f_r - f_bar_s
         a -= 2 * float((p_r * q) @ (d_r * g))
         c -= float((p_r * q) @ (d_r * e))
@@ -177,7 +208,7 @@ def ppi_mean(
         lam = c / a if a > 0 else 0.0
     value = lam * f_bar_s + float(p_r @ (y_ - lam * f_r))
     variance = max(lam * lam * a + b - 2 * lam * c, 0.0)
-    return PPIMean(value, math.sqrt(variance), float(lam), n, big_n)
+    return PPIMean(value, math.sqrt(variance), float(lam), n, scored.items)
 
 
 @dataclass(frozen=True)
@@ -201,8 +232,8 @@ def ppi_rate(
     y: Sequence[float],
     yhat: Sequence[float],
     w: Sequence[float],
-    yhat_scored: Sequence[float],
-    w_scored: Sequence[float],
+    yhat_scored: Sequence[float] | ScoredSums,
+    w_scored: Sequence[float] | None,
     w_scored_of_labeled: Sequence[float] | None,
     z: float = Z95,
 ) -> PPIRate | None:
@@ -214,11 +245,12 @@ def ppi_rate(
     human = weighted_rate(w, y, z)
     if human is None:
         return None
+    scored = yhat_scored if isinstance(yhat_scored, ScoredSums) else ScoredSums.of(yhat_scored, w_scored)
     positives = int(np.sum(np.asarray(y, dtype=float) > 0.5))
-    standing = PPIRate(human.value, human.low, human.high, 0.0, human.items, len(yhat_scored), human)
-    if not len(yhat_scored) or min(positives, human.items - positives) < MIN_LABELS_PER_CLASS:
+    standing = PPIRate(human.value, human.low, human.high, 0.0, human.items, scored.items, human)
+    if not scored.items or min(positives, human.items - positives) < MIN_LABELS_PER_CLASS:
         return replace(standing, fallback="few_labels")
-    est = ppi_mean(y, yhat, yhat_scored, w, w_scored, w_scored_of_labeled=w_scored_of_labeled)
+    est = ppi_mean(y, yhat, scored, w, w_scored_of_labeled=w_scored_of_labeled)
     low, high = est.interval(z)
     low, high = max(0.0, low), min(1.0, high)
     if high - low > human.width:
