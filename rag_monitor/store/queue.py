@@ -46,6 +46,7 @@ class ReviewQueue:
         counted_weight: float | None = None,
         queue: str = DEFAULT_QUEUE,
         now: float | None = None,
+        score_prob: float | None = None,
     ) -> bool:
         """Queue a sampled record; True when it was not queued before.
 
@@ -60,7 +61,7 @@ class ReviewQueue:
             return self.enqueue_in(
                 conn, record, stratum=stratum, inclusion_prob=inclusion_prob, tenant=tenant,
                 pair_trace_id=pair_trace_id, pair_record=pair_record, counted_weight=counted_weight,
-                queue=queue, now=now,
+                queue=queue, now=now, score_prob=score_prob,
             ) == QUEUED
 
     def enqueue_in(

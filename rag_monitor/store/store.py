@@ -198,6 +198,7 @@ class Store(CoordinationMethods, SessionMethods):
         counted_weight: float | None = None,
         queue: str = DEFAULT_QUEUE,
         now: float | None = None,
+        score_prob: float | None = None,
     ) -> bool:
         """Queue a sampled record (weight ``1 / inclusion_prob``); False if already queued.
 
@@ -207,7 +208,7 @@ class Store(CoordinationMethods, SessionMethods):
         return self._queue.enqueue(
             record, stratum=stratum, inclusion_prob=inclusion_prob, tenant=tenant,
             pair_trace_id=pair_trace_id, pair_record=pair_record, counted_weight=counted_weight,
-            queue=queue, now=now,
+            queue=queue, now=now, score_prob=score_prob,
         )
 
     def claim(
