@@ -104,14 +104,20 @@ class UnsupportedRateCollector(Collector):
             self._cached = (now, rates)
             return rates
 
+    @staticmethod
+    def families() -> dict[str, GaugeMetricFamily]:
+        k = ["release", "variant", "scorer"]
+        return {
+            "ppi": GaugeMetricFamily("rag_unsupported_rate_ppi", "Prediction-powered unsupported-answer rate (PPI++: the scorer's probabilities on the scored sample corrected by human labels) with its 95% interval (bound: estimate, lower, upper), per release over its reviews. What RagFaithfulnessLow pages on.", labels=[*k, "bound"]),
+            "lambda": GaugeMetricFamily("rag_unsupported_rate_ppi_lambda", "PPI++ power-tuning weight of the scorer in rag_unsupported_rate_ppi (0: the human-only interval stands: too few labels of a class, or it is narrower).", labels=k),
+            "labels": GaugeMetricFamily("rag_unsupported_rate_ppi_labels", "Human labels rag_unsupported_rate_ppi rests on.", labels=k),
+            "scored": GaugeMetricFamily("rag_unsupported_rate_ppi_scored", "Scored answers (supported or unsupported) in the scored sample behind rag_unsupported_rate_ppi.", labels=k),
+            "human": GaugeMetricFamily("rag_unsupported_rate_human", "Unsupported-answer rate from human labels alone (weighted share) with its 95% Wilson interval at the Kish effective size (bound: estimate, lower, upper).", labels=[*k, "bound"]),
+            "sums": GaugeMetricFamily("rag_unsupported_rate_human_weights", "Sums behind rag_unsupported_rate_human (sum: w weights, wy weights of unsupported answers, w2 squared weights; Kish size (sum w)^2 / sum w^2).", labels=[*k, "sum"]),
+        }
+
     def collect(self):
-        labels = ["release", "variant", "scorer"]
-        ppi = GaugeMetricFamily("rag_unsupported_rate_ppi", "Prediction-powered unsupported-answer rate (PPI++: scored sample corrected by human labels) and its 95% interval, per release over its reviews.", labels=[*labels, "bound"])
-        lam = GaugeMetricFamily("rag_unsupported_rate_ppi_lambda", "PPI++ power-tuning weight of the scorer in rag_unsupported_rate_ppi (0: the human-only interval stands, too few labels or narrower).", labels=labels)
-        n_labels = GaugeMetricFamily("rag_unsupported_rate_ppi_labels", "Human labels rag_unsupported_rate_ppi rests on.", labels=labels)
-        scored = GaugeMetricFamily("rag_unsupported_rate_ppi_scored", "Scored answers (supported or unsupported) in the scored sample behind rag_unsupported_rate_ppi.", labels=labels)
-        human = GaugeMetricFamily("rag_unsupported_rate_human", "Unsupported-answer rate from human labels alone (weighted share) and its 95% Wilson interval at the Kish effective size.", labels=[*labels, "bound"])
-        sums = GaugeMetricFamily("rag_unsupported_rate_human_weights", "Sums behind rag_unsupported_rate_human: w (weights), wy (weights of unsupported), w2 (squared weights: Kish size (sum w)^2 / sum w^2).", labels=[*labels, "sum"])
+        fam = self.families()
         try:
             rates = self.rates()
         except Exception:  # noqa: BLE001 - a store outage must not break the scrape
@@ -119,15 +125,15 @@ class UnsupportedRateCollector(Collector):
             rates = []
         for r in rates:
             key = [r.release, r.variant, r.scorer]
-            scored.add_metric(key, r.scored.items)
+            fam["scored"].add_metric(key, r.scored.items)
             if r.ppi is not None:
                 for bound, v in (("estimate", r.ppi.value), ("lower", r.ppi.low), ("upper", r.ppi.high)):
-                    ppi.add_metric([*key, bound], v)
-                lam.add_metric(key, r.ppi.lam)
-                n_labels.add_metric(key, r.ppi.labels)
+                    fam["ppi"].add_metric([*key, bound], v)
+                fam["lambda"].add_metric(key, r.ppi.lam)
+                fam["labels"].add_metric(key, r.ppi.labels)
             if r.human is not None:
                 for bound, v in (("estimate", r.human.value), ("lower", r.human.low), ("upper", r.human.high)):
-                    human.add_metric([*key, bound], v)
+                    fam["human"].add_metric([*key, bound], v)
                 for name, v in (("w", r.human.sum_w), ("wy", r.human.value * r.human.sum_w), ("w2", r.human.sum_w2)):
-                    sums.add_metric([*key, name], v)
-        yield from (ppi, lam, n_labels, scored, human, sums)
+                    fam["sums"].add_metric([*key, name], v)
+        yield from fam.values()
