@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ import yaml  # noqa: E402
 from prometheus_client import generate_latest  # noqa: E402
 
 from rag_monitor.agent.service import Agent  # noqa: E402
+from rag_monitor.estimators import wilson  # noqa: E402
 from rag_monitor.review.sampler import Sampler, SamplingConfig  # noqa: E402
 from rag_monitor.settings import load_settings  # noqa: E402
 from rag_monitor.simulate import simulate  # noqa: E402
@@ -67,11 +67,11 @@ def run_seed(seed: int, queries: int, work: Path) -> tuple[list[Check], list[dic
         checks = compare(traffic.truth, texts)
         items = sampled_items(store_url)
         want = traffic.truth.sample(SAMPLING, Sampler(SamplingConfig(**SAMPLING)).uniform)
-        got = {r["trace_id"]: r["inclusion_prob"] for r in items}
+        got = {r["trace_id"]: r["inclusion_prob"] for r in items if r["queue"] == "default"}
         checks.append(Check("sampled traces", len(want), len(got), set(want) == set(got)))
         checks.append(Check("inclusion probabilities", 0, 0, all(abs(want[t][1] - p) < 1e-12 for t, p in got.items() if t in want)))
         found = [estimates(traffic, items, "production"), estimates(traffic, items, "shadow"),
-                 _false_exclusion_estimate(traffic, items)]
+                 _false_exclusion_estimate(traffic, [r for r in items if r["queue"] == "default"])]
         return checks, found
     finally:
         agent.close()
@@ -84,14 +84,9 @@ def _git(*args: str) -> str:
     return run.stdout.strip()
 
 
-def binomial_interval(hits: int, n: int) -> list[float]:
-    """Wilson 95% interval of a proportion."""
-    if not n:
-        return [0.0, 1.0]
-    p, z = hits / n, 1.96
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(centre - half, 4), round(centre + half, 4)]
+def covered_share_interval(hits: int, n: int) -> list[float]:
+    """The 95% interval of a coverage share (Wilson's, from the estimator module), rounded."""
+    return [round(x, 4) for x in wilson(hits / n, n)]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -139,9 +134,9 @@ def main(argv: list[str] | None = None) -> dict:
         "coverage": {
             name: {"seeds": len(rows), "covered": sum(r["covered"] for r in rows),
                    "rate": round(sum(r["covered"] for r in rows) / len(rows), 4),
-                   "rate_ci95": binomial_interval(sum(r["covered"] for r in rows), len(rows)),
+                   "rate_ci95": covered_share_interval(sum(r["covered"] for r in rows), len(rows)),
                    "wilson_kish_rate": round(sum(r["covered_wilson"] for r in rows) / len(rows), 4),
-                   "wilson_kish_rate_ci95": binomial_interval(sum(r["covered_wilson"] for r in rows), len(rows)),
+                   "wilson_kish_rate_ci95": covered_share_interval(sum(r["covered_wilson"] for r in rows), len(rows)),
                    "mean_estimate_minus_truth": round(sum(r["estimate"] - r["truth"] for r in rows) / len(rows), 5),
                    "mean_items": round(sum(r["n"] for r in rows) / len(rows), 1)}
             for name, rows in coverage.items()

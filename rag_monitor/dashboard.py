@@ -90,6 +90,7 @@ def metric_definitions() -> list[Metric]:
     from rag_monitor.alerts.metrics import AgentMetrics
     from rag_monitor.review.collector import ReviewMetricsCollector
     from rag_monitor.review.shadow_collector import ShadowMetricsCollector
+    from rag_monitor.review.unsupported import UnsupportedRateCollector
 
     sections = _sections()
     registry = CollectorRegistry()
@@ -110,6 +111,9 @@ def metric_definitions() -> list[Metric]:
     for family in ReviewMetricsCollector.families().values():
         out.append(Metric(family.name, "gauge", tuple(family._labelnames), family.documentation, "review",
                           "from reviews, at scrape"))
+    for family in UnsupportedRateCollector.families().values():
+        out.append(Metric(family.name, "gauge", tuple(family._labelnames), family.documentation, "faithfulness",
+                          "from the scored sample and reviews, at scrape"))
     for family in ShadowMetricsCollector.families().values():
         out.append(Metric(family.name, "gauge", tuple(family._labelnames), family.documentation, "shadow",
                           "from shadow pairs, at scrape"))
@@ -223,6 +227,13 @@ def curated(t: dict) -> dict[str, Callable[[Metric], list[PanelSpec]]]:
         "rag_faithfulness_weighted_total": lambda m: [PanelSpec("Unsupported answers by scorer (weighted, alert window)", (
             Target("max by (scorer) (rag:faithfulness_unsupported_ratio)", "{{scorer}}"),), "percentunit", m.doc,
             thresholds=(t["faithfulness"]["max_unsupported_ratio"],))],
+        "rag_unsupported_rate_ppi": lambda m: [PanelSpec("Unsupported-answer rate by release: prediction-powered (interval), humans only, scorer only", (
+            Target('max by (release) (rag:unsupported_rate_ppi{bound="estimate",variant!="shadow"})', "{{release}} prediction-powered"),
+            Target('max by (release) (rag:unsupported_rate_ppi{bound="lower",variant!="shadow"})', "{{release}} prediction-powered lower"),
+            Target('max by (release) (rag:unsupported_rate_ppi{bound="upper",variant!="shadow"})', "{{release}} prediction-powered upper"),
+            Target('max by (release) (rag:unsupported_rate_human{bound="estimate",variant!="shadow"})', "{{release}} humans only"),
+            Target('max by (release) (rag:unsupported_rate_scorer{variant!="shadow"})', "{{release}} scorer only (biased)")),
+            "percentunit", m.doc, thresholds=(t["faithfulness"]["max_unsupported_ratio"],))],
         "rag_faithfulness_scored_total": lambda m: [PanelSpec("Scored answers per second by scorer and verdict", (
             Target(rate(m.name, ["scorer", "verdict"]), "{{scorer}} {{verdict}}"),), "reqps", m.doc)],
         "rag_drift_p_value": lambda m: [PanelSpec("Drift p-values", (

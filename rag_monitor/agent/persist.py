@@ -22,8 +22,9 @@ from rag_monitor.collectors.assembly import is_root
 from rag_monitor.collectors.dialects import lost_root
 from rag_monitor.collectors.otlp import CONTENT_TYPE_PROTOBUF, Span, decode_export_request, encode_export_request
 from rag_monitor.record import Feedback, QueryRecord
-from rag_monitor.review.sampler import Sampler
+from rag_monitor.review.sampler import STRATUM_BASE, Sampler, ScoreRate
 from rag_monitor.store import FeedbackEvent, IngestBatch, IngestOutcome, QueueWrite, Store
+from rag_monitor.store.queue import SCORE_QUEUE
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class IngestWriter:
         self.sampler = sampler
         self.releases = releases
         self.limits = limits
+        self.score_rate = ScoreRate(sampler.config)
 
     # --- pending spans ------------------------------------------------------------------------
 
@@ -92,13 +94,19 @@ class IngestWriter:
         batch.feedback += [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in output.late_feedback]
         batch.releases = self.releases.unnoted((r.service, r.release) for r in records)
         by_trace = {r.trace_id: r for r in records}
+        rate = self.score_rate.observe(len(records)) if records else 0.0
         for record in records:
             decision = self.sampler.decide(record)
+            score_p = self.sampler.score_probability(record, decision, rate)
             if decision is not None:
+                # The weighted faithfulness counters count the scored sample: weight 1 / score_p.
                 batch.items.append(QueueWrite(
                     record, decision.stratum, decision.probability, pair_trace_id=decision.pair_trace_id,
-                    pair_record=self._production_half(record, by_trace),
+                    pair_record=self._production_half(record, by_trace), score_prob=score_p,
+                    counted_weight=1.0 / score_p,
                 ))
+            elif score_p is not None:
+                batch.items.append(QueueWrite(record, STRATUM_BASE, score_p, score_prob=score_p, queue=SCORE_QUEUE))
             if self.sampler.may_pair(record):
                 batch.pair_halves.append(record)  # a shadow item queued before its production half
         written = Written()
@@ -143,5 +151,7 @@ class IngestWriter:
         decision = self.sampler.decide(record, thumbs_down=True)
         if decision is None:
             return record, None
+        score_p = self.sampler.score_probability(record, decision, self.score_rate.observe(0))
         return record, QueueWrite(record, decision.stratum, decision.probability, counted_weight=0.0,
-                                  pair_trace_id=decision.pair_trace_id, pair_record=self._production_half(record, {}))
+                                  pair_trace_id=decision.pair_trace_id, pair_record=self._production_half(record, {}),
+                                  score_prob=score_p)

@@ -15,6 +15,11 @@ Not every answer is scored. Hidden content (``record.hidden`` names the answer o
 documents) gets the verdict ``not_scored``, and an answer with no delivered context
 ``no_context``: both are counted apart, never as supported or unsupported. The weighted
 counters add each item's ``counted_weight`` (see ``ReviewQueue.enqueue``).
+
+The scored sample is larger than the review sample (``score_rate``, the review sample a
+subsample of it). Each scored answer's weight and the scorer's probability that it is
+unsupported (``1 - score``) go into the store's running sums per release and variant, in the
+same fenced write: the prediction-powered rate (``review/faithfulness.py``) reads them.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import logging
 from collections.abc import Callable
 
 from rag_monitor.alerts.metrics import AgentMetrics
+from rag_monitor.estimators import ScoredSums
 from rag_monitor.faithfulness.claims import claims_json, explanation
 from rag_monitor.faithfulness.worker import (
     STATUS_NO_CLAIMS,
@@ -54,6 +60,24 @@ def unscorable(record) -> str | None:
     if not record.refused and not any(d.content and d.content.strip() for d in record.delivered):
         return VERDICT_NO_CONTEXT
     return None
+
+
+def unsupported_probability(value: float) -> float:
+    """The scorer's probability that an answer is unsupported (scores are 1 = supported)."""
+    return 1.0 - value
+
+
+def scored_sums(scores, records: dict) -> dict[tuple[str, str], ScoredSums]:
+    """The scored sample's sums of a chunk, per (release, variant) as recorded (folded when read)."""
+    out: dict[tuple[str, str], ScoredSums] = {}
+    for s in scores:
+        if s.value is None or verdict_of(s) not in ("supported", "unsupported"):
+            continue
+        record = records[s.key]
+        key = (record.release or "unknown", record.variant or "production")
+        add = ScoredSums.of([unsupported_probability(s.value)], [s.weight])
+        out[key] = out[key] + add if key in out else add
+    return out
 
 
 def verdict_of(score) -> str:
@@ -158,6 +182,7 @@ class ScoringLoop:
             (StoredScore(s.key, pair_half_scorer(s.scorer) if s.key in halves else s.scorer, s.value, s.scorer_version,
                          label=verdict_of(s), threshold=s.threshold, claims=claims_json(s.claims)) for s in scores),
             fence=(self.lock_name, self.holder, token), now=self._now(),
+            sums=(self.scorer.name, scored_sums([s for s in scores if s.key not in halves], records)),
         )
         if written < 0:
             self.fenced += 1

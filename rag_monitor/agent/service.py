@@ -57,6 +57,7 @@ from rag_monitor.detectors.probes import HttpRetriever, ProbeExporter, ProbeRunn
 from rag_monitor.detectors.profiles import load_profiles
 from rag_monitor.review.auth import Reviewers
 from rag_monitor.review.collector import ReviewMetricsCollector
+from rag_monitor.review.unsupported import UnsupportedRateCollector
 from rag_monitor.review.shadow_collector import ShadowMetricsCollector
 from rag_monitor.review.proxy import ExternalView
 from rag_monitor.review.sampler import Sampler, SamplingConfig
@@ -218,6 +219,11 @@ class Agent:
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
         self.review_metrics = ReviewMetricsCollector(self.store, reviewers=[r.name for r in self.reviewers], top_releases=s.top_releases)
         self.registry.register(self.review_metrics)
+        # The scoring loops are built later; their scorers are named when Prometheus scrapes.
+        self.unsupported_rates = UnsupportedRateCollector(
+            self.store, lambda: [loop.scorer.name for loop in (getattr(self, "scoring", None), getattr(self, "judging", None)) if loop],
+            self.review_metrics.release_label)
+        self.registry.register(self.unsupported_rates)
         self.shadow_metrics = ShadowMetricsCollector(self.store, call_cost=self.prices.call_cost, top_candidates=s.top_releases)
         self.registry.register(self.shadow_metrics)
         self.review_app = ReviewApp(
@@ -321,6 +327,7 @@ class Agent:
     def _on_review(self, item, labels) -> None:
         self.review_stats.invalidate()
         self.review_metrics.invalidate()
+        self.unsupported_rates.invalidate()
         self.shadow_metrics.invalidate()
 
     # --- serving ----------------------------------------------------------------------------

@@ -7,6 +7,10 @@ from typing import Any
 
 from rag_monitor.alerts.rulekit import PRODUCTION, _alert, _num, _pct, _record
 
+# The labels the page rests on (0 when it is the scorer's own rate).
+LABELS_QUERY = ('{{ with printf "rag:unsupported_rate_ppi_labels{release=\\"%s\\",variant=\\"%s\\",scorer=\\"%s\\"}" '
+                '$labels.release $labels.variant $labels.scorer | query }}{{ . | first | value }}{{ else }}0{{ end }}')
+
 def _faithfulness_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     f = t["faithfulness"]
     w = f["window"]
@@ -23,6 +27,21 @@ def _faithfulness_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
 /
 (sum by (variant, scorer) (increase(rag_faithfulness_weighted_total{{{scored}}}[{w}])) > 0)"""),
             _record("rag:faithfulness_scored", f'sum by (variant, scorer) (increase(rag_faithfulness_scored_total{{{scored}}}[{w}]))'),
+            # The scorer's own flag rate per release: biased by its errors, compared release
+            # against release as a fast regression signal, never the level a team reads.
+            _record("rag:unsupported_rate_scorer", f"""
+(
+  sum by (release, variant, scorer) (increase(rag_faithfulness_weighted_total{{verdict="unsupported"}}[{w}]))
+  or
+  0 * sum by (release, variant, scorer) (increase(rag_faithfulness_weighted_total[{w}]))
+)
+/
+(sum by (release, variant, scorer) (increase(rag_faithfulness_weighted_total{{{scored}}}[{w}])) > 0)"""),
+            _record("rag:unsupported_rate_scorer_scored", f'sum by (release, variant, scorer) (increase(rag_faithfulness_scored_total{{{scored}}}[{w}]))'),
+            # Every replica computes the review-based gauges from the shared store: deduplicate with max.
+            _record("rag:unsupported_rate_ppi", "max by (release, variant, scorer, bound) (rag_unsupported_rate_ppi)"),
+            _record("rag:unsupported_rate_ppi_labels", "max by (release, variant, scorer) (rag_unsupported_rate_ppi_labels)"),
+            _record("rag:unsupported_rate_human", "max by (release, variant, scorer, bound) (rag_unsupported_rate_human)"),
             _record("rag:faithfulness_no_claims_ratio", f"""
 (
   sum by (variant, scorer) (increase(rag_faithfulness_weighted_total{{verdict="no_claims"}}[{w}]))
@@ -35,16 +54,30 @@ def _faithfulness_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"name": "rag-faithfulness-alerts", "rules": [_alert(
             t, "RagFaithfulnessLow",
             f"""
-rag:faithfulness_unsupported_ratio{{{PRODUCTION}}} > {_num(f["max_unsupported_ratio"])}
-and on (variant, scorer)
-rag:faithfulness_scored >= {f["min_scored"]}""",
+label_replace(
+  max without (bound) (rag:unsupported_rate_ppi{{bound="lower",{PRODUCTION}}}) > {_num(f["max_unsupported_ratio"])}
+  and on (release, variant, scorer)
+  rag:unsupported_rate_ppi_labels >= {f["min_labels"]},
+  "basis", "prediction_powered", "", "")
+or
+label_replace(
+  rag:unsupported_rate_scorer{{{PRODUCTION}}} > {_num(f["max_unsupported_ratio"])}
+  and on (release, variant, scorer)
+  rag:unsupported_rate_scorer_scored >= {f["min_scored"]}
+  unless on (release, variant, scorer)
+  rag:unsupported_rate_ppi_labels >= {f["min_labels"]},
+  "basis", "scorer_only", "", "")""",
             f["for"], f["severity"],
-            f"Unsupported-answer rate {{{{ $value | humanizePercentage }}}} on variant {{{{ $labels.variant }}}} "
-            f"(scorer {{{{ $labels.scorer }}}}) over the last {w}, above {_pct(f['max_unsupported_ratio'])}.",
+            f"Unsupported-answer rate at least {{{{ $value | humanizePercentage }}}} for release {{{{ $labels.release }}}} "
+            f"on variant {{{{ $labels.variant }}}} (scorer {{{{ $labels.scorer }}}}, basis {{{{ $labels.basis }}}}), above {_pct(f['max_unsupported_ratio'])}; "
+            f"human labels: {LABELS_QUERY}.",
             f"""
-Meaning: among sampled answers scored for faithfulness in the last {w}, the share the scorer found
-unsupported by the delivered context (weighted by inverse sampling probability; answers with no
-claims excluded) exceeds {_pct(f['max_unsupported_ratio'])} on at least {f['min_scored']} scored answers.
+Meaning: with basis prediction_powered, the lower end of the 95% interval of this release's
+unsupported-answer rate (the scorer's probabilities on the scored sample corrected by at least
+{f['min_labels']} human labels; valid whatever the scorer's calibration) exceeds {_pct(f['max_unsupported_ratio'])}. Until a
+release has {f['min_labels']} human labels, basis scorer_only: the scorer's own weighted flag rate over the last
+{w} exceeds {_pct(f['max_unsupported_ratio'])} on at least {f['min_scored']} of its scored answers (biased by the scorer's errors: compare
+with rag:unsupported_rate_human and the release before acting on the level).
 Check first: in Phoenix, open the project's traces with a faithfulness annotation below the
 threshold and compare the retrieval documents with the answer; then
 sum by (release) (increase(rag_faithfulness_weighted_total{{verdict="unsupported"}}[{w}])) to see

@@ -88,6 +88,8 @@ class ReleaseLine:
     relevance_exclusion_rate: float | None
     false_exclusion_rate: float | None
     false_exclusion_eligible: int
+    unsupported_three_ways: str = ""
+    """Scorer-only, human-only and prediction-powered unsupported rates side by side (``_three_ways``)."""
 
 
 @dataclass
@@ -158,6 +160,7 @@ def collect_summary(
             faithfulness_scored=int(sum(v for (r, verdict), v in scored.items() if r == release and verdict in ("supported", "unsupported"))),
             relevance_exclusion_rate=_ratio(excluded.get((release,), 0.0), filtered.get((release,), 0.0)),
             false_exclusion_rate=ratio, false_exclusion_eligible=int(eligible or 0),
+            unsupported_three_ways=_three_ways(registry, release),
         ))
     depth = agent.store.queue_depth()
     thumbs_sent = {t for p in phases for t in p.thumbs_down_trace_ids}
@@ -197,6 +200,17 @@ def _pct(value: float | None) -> str:
     return "   -" if value is None else f"{value * 100:3.0f}%"
 
 
+def _three_ways(registry: Any, release: str) -> str:
+    """The unsupported rate three ways for one release (the main scorer's gauges; never mixed)."""
+    def rate(metric: str) -> str:
+        values = {s.labels["bound"]: s.value for s in _samples(registry, metric)
+                  if s.labels.get("release") == release and s.labels.get("variant") != "shadow" and s.name == metric}
+        return "-" if "estimate" not in values else f"{_pct(values['estimate'])} [{_pct(values['lower'])}, {_pct(values['upper'])}]"
+    labels = max((s.value for s in _samples(registry, "rag_unsupported_rate_ppi_labels")
+                  if s.labels.get("release") == release and s.labels.get("variant") != "shadow"), default=0)
+    return f"humans only {rate('rag_unsupported_rate_human')}, prediction-powered {rate('rag_unsupported_rate_ppi')} ({int(labels)} labels)"
+
+
 def render_summary(s: DemoSummary) -> str:
     """The summary as plain text, about one screen."""
     lines = ["", "=" * 78, "rag-monitor demo: summary", "=" * 78]
@@ -216,6 +230,8 @@ def render_summary(s: DemoSummary) -> str:
         false_excl = f"{_pct(r.false_exclusion_rate)} (n={r.false_exclusion_eligible})"
         lines.append(f"  {r.release:<18} {r.queries:7d}  {_ms(p50)}/{_ms(p95)}/{_ms(p99)}  {cost}   {_pct(r.regeneration_rate)}   "
                      f"{_pct(r.refusal_rate)}   {faith:>11}  {_pct(r.relevance_exclusion_rate)}  {false_excl}")
+    lines += ["", "Unsupported answers per release: scorer only (biased by its errors), humans only, prediction-powered"]
+    lines += [f"  {r.release:<18} scorer only {_pct(r.faithfulness_unsupported)}, {r.unsupported_three_ways}" for r in s.releases]
     from rag_monitor.demo.signals import render_signals
 
     lines += render_signals(s.signals)

@@ -52,7 +52,7 @@ class ReviewMetricsCollector(Collector):
         """Recompute on the next scrape (after a review was stored)."""
         self._cached = (0.0, _Snapshot())
 
-    def _release_label(self):
+    def release_label(self):
         """The newest ``top_releases`` releases keep their name; older ones fold into ``other``."""
         newest = sorted(self.store.releases(), key=lambda r: r.first_seen, reverse=True)
         kept = {r.release for r in newest[: self.top_releases]}
@@ -66,7 +66,7 @@ class ReviewMetricsCollector(Collector):
             since = time.time() - self.window_s
             reviewed = self.store.reviewed(since=since)
             snap = _Snapshot(
-                rates=judged_rates(reviewed, self._release_label()),
+                rates=judged_rates(reviewed, self.release_label()),
                 agreement=agreement_by_label(self.store.all_reviews([item.id for item, _ in reviewed])),
                 progress=self.store.reviewer_progress(),
             )

@@ -8,8 +8,7 @@
 
 Each reviewed query counts with its weight (1 / inclusion probability, from the sampling
 design), so oversampled complaints do not bias a rate. The 95% interval is Wilson's, at the
-Kish effective sample size (sum w)^2 / sum w^2, which reduces to the plain Wilson interval
-when every weight is equal. Shadow-pair items are left out: their labels judge two answers.
+Kish effective sample size (``rag_monitor.estimators.weighted_rate``). Shadow-pair items are left out: their labels judge two answers.
 
 Usage::
 
@@ -19,14 +18,14 @@ Usage::
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from rag_monitor.estimators import WeightedRate
+
 MEASURES = ("correct", "supported", "refusal_appropriate", "evidence_coverage")
-Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -41,15 +40,6 @@ class JudgedRate:
     """Reviewed queries in the denominator."""
     positives: int
     """Of which judged positive (unweighted)."""
-
-
-def wilson(p: float, n_eff: float, z: float = Z95) -> tuple[float, float]:
-    if n_eff <= 0:
-        return 0.0, 1.0
-    denominator = 1 + z * z / n_eff
-    centre = (p + z * z / (2 * n_eff)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n_eff + z * z / (4 * n_eff * n_eff)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _outcome(measure: str, record: dict[str, Any], labels: dict[str, Any]) -> bool | None:
@@ -90,7 +80,6 @@ def judged_rates(reviewed: Iterable[tuple[Any, Any]],
             s[4] += int(outcome)
     rates = []
     for (measure, release, variant), (w, wy, w2, n, k) in sorted(sums.items()):
-        p = wy / w
-        low, high = wilson(p, w * w / w2)
-        rates.append(JudgedRate(measure, release, variant, p, low, high, int(n), int(k)))
+        rate = WeightedRate.from_sums(w, wy, w2, int(n))
+        rates.append(JudgedRate(measure, release, variant, rate.value, rate.low, rate.high, int(n), int(k)))
     return rates

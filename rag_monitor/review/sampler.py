@@ -6,6 +6,11 @@ trace id hashes to a uniform number ``u`` in [0, 1), and a query is sampled when
 every stratum (a single-draw design): ``p`` is the query's exact inclusion probability, and its
 weight in sample-based (Horvitz-Thompson) estimates is ``1 / p``.
 
+The scorer labels a larger sample than the reviewers, drawn on the same ``u``: a query is scored
+when ``u < max(score_rate, p)``, so the review sample is a subsample of the scored one and both
+inclusion probabilities are known (prediction-powered rates need both). ``ScoreRate`` lowers the
+scoring rate when the traffic would exceed the scorer's budget in pairs per second.
+
 A complaint that arrives later only adds a stratum, so ``p`` can only grow: a query sampled
 before stays sampled (``u < p_before <= p_after``) and its stored item takes the new probability
 and weight; one not sampled before is pulled in when ``u < p_after``. Either way the estimates
@@ -22,6 +27,9 @@ Usage::
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,9 +55,17 @@ class SamplingConfig:
     shadow_pair_rate: float = 0.05
     salt: str = "rag-monitor"
     """Change it to draw an independent sample (e.g. for a second review programme)."""
+    score_rate: float = 0.1
+    """The share of traffic the faithfulness scorer labels (the review sample is a subsample of it)."""
+    score_budget: float = 50.0
+    """Pairs per second this replica may send the scorer: above it the scoring rate is lowered
+    (0: no bound). The scorer runs on one replica at a time: divide its capacity by the replicas."""
 
     def __post_init__(self) -> None:
-        for name in ("base_rate", "thumbs_down_rate", "low_confidence_rate", "refusal_rate", "shadow_pair_rate"):
+        if self.score_budget < 0:
+            raise ValueError(f"sampling score_budget must be >= 0 pairs/s, got {self.score_budget!r}")
+        for name in ("base_rate", "thumbs_down_rate", "low_confidence_rate", "refusal_rate", "shadow_pair_rate",
+                     "score_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"sampling {name} must be within [0, 1], got {value!r}")
@@ -111,8 +127,50 @@ class Sampler:
             return None
         return SampleDecision(stratum, rate, pair_trace_id=record.shadow_of)
 
+    def score_probability(self, record: QueryRecord, review: SampleDecision | None, rate: float) -> float | None:
+        """The record's probability of entering the scored sample at scoring rate ``rate``, when it
+        does (same draw as review, so ``review`` implies it); None when it is not scored. Shadow
+        queries are scored when sampled for review only (their pairs carry their own design)."""
+        review_p = review.probability if review is not None else 0.0
+        p = review_p if record.shadow_of else max(rate, review_p)
+        if p <= 0.0 or (review is None and self.uniform(self.draw_id(record)) >= p):
+            return None
+        return p
+
     def may_pair(self, production: QueryRecord) -> bool:
         """Whether a shadow of ``production`` can be sampled as a pair (its draw is low enough)."""
         rate = self.config.shadow_pair_rate
         return not production.shadow_of and rate > 0.0 and self.uniform(production.trace_id) < max(
             rate, self.config.base_rate, self.config.low_confidence_rate, self.config.refusal_rate)
+
+
+class ScoreRate:
+    """The scoring probability now: ``score_rate``, lowered while this replica's arrivals would
+    send the scorer more than ``score_budget`` pairs per second (over the last ``window_s``).
+
+    Every decision stores the probability in force, so a rate that moves keeps the weights exact.
+
+        rate = ScoreRate(config)
+        p = rate.observe(len(records))      # the scoring rate for this batch
+    """
+
+    def __init__(self, config: SamplingConfig, window_s: float = 60.0, clock=time.monotonic):
+        self.rate = config.score_rate
+        self.budget = config.score_budget
+        self.window_s = window_s
+        self.clock = clock
+        self._arrivals: deque[tuple[float, int]] = deque()
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def observe(self, queries: int) -> float:
+        with self._lock:
+            now = self.clock()
+            self._arrivals.append((now, queries))
+            self._total += queries
+            while self._arrivals and self._arrivals[0][0] < now - self.window_s:
+                self._total -= self._arrivals.popleft()[1]
+            if not self.budget:
+                return self.rate
+            per_s = self._total / self.window_s
+            return self.rate if per_s * self.rate <= self.budget else self.budget / per_s

@@ -36,7 +36,7 @@ from typing import Any
 from rag_monitor import semconv
 from rag_monitor.record import ModelCall, QueryRecord
 from rag_monitor.review.blind import pair_order
-from rag_monitor.review.rates import wilson
+from rag_monitor.estimators import WeightedRate
 
 UNNAMED_CANDIDATE = semconv.VARIANT_SHADOW
 PAIR_HALF_SUFFIX = ":pair-half"
@@ -74,9 +74,8 @@ def win_rate(outcomes: Iterable[tuple[float, float]]) -> WinRate:
         w, wy, w2 = w + weight, wy + weight * score, w2 + weight * weight
     if not w:
         return WinRate(0, 0, 0, None, None, None)
-    value = wy / w
-    low, high = wilson(value, w * w / w2)
-    return WinRate(counts[1.0], counts[0.0], counts[0.5], value, low, high)
+    rate = WeightedRate.from_sums(w, wy, w2)
+    return WinRate(counts[1.0], counts[0.0], counts[0.5], rate.value, rate.low, rate.high)
 
 
 @dataclass(frozen=True)

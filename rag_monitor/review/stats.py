@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from rag_monitor import semconv
 from rag_monitor.record import QueryRecord
-from rag_monitor.review.rates import wilson
+from rag_monitor.estimators import WeightedRate
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,10 @@ class FalseExclusionStats:
     @property
     def interval(self) -> tuple[float, float] | None:
         """95% Wilson interval at the Kish effective size, as for the judged rates (``rates.py``)."""
-        ratio = self.ratio
-        if ratio is None or not self.weighted_eligible_squares:
+        if not self.weighted_eligible_squares:
             return None
-        return wilson(ratio, self.weighted_eligible**2 / self.weighted_eligible_squares)
+        rate = WeightedRate.from_sums(self.weighted_eligible, self.weighted_false_exclusions, self.weighted_eligible_squares)
+        return None if rate is None else (rate.low, rate.high)
 
 
 def is_false_exclusion(record: QueryRecord, relevant_ids: Iterable[str]) -> bool | None:

@@ -120,14 +120,3 @@ def compare(truth: Truth, texts: list[str], top_releases: int = 10, top_intents:
             _eq(f"queries of intent {intent}", sum(q.intent == intent for q in records),
                 m.sum("rag_queries_total", intent=intent), checks)
     return checks
-
-
-def weighted_rate(items: list[tuple[float, bool]]) -> tuple[float | None, float]:
-    """Horvitz-Thompson ratio estimate and its standard error from (weight, flag) pairs of a
-    Poisson sample (linearised variance: sum of (1 - pi) / pi^2 (y - R)^2 over the sample)."""
-    total = sum(w for w, _ in items)
-    if not total:
-        return None, math.inf
-    rate = sum(w for w, flag in items if flag) / total
-    variance = sum((w * w - w) * ((1.0 if flag else 0.0) - rate) ** 2 for w, flag in items) / total**2
-    return rate, math.sqrt(variance)

@@ -127,12 +127,24 @@ class Truth:
         return stratum, p, q.shadow_of or q.trace_id
 
     def sample(self, rates: dict[str, float], uniform) -> dict[str, tuple[str, float]]:
-        """trace id -> (stratum, probability) of every query the sampler must choose."""
+        """trace id -> (stratum, probability) of every query the sampler must choose for review."""
         out = {}
         for q in self.records:
             stratum, p, draw = self.inclusion(q, rates)
             if uniform(f"{draw:032x}") < p:
                 out[q.trace_hex] = (stratum, p)
+        return out
+
+    def score_sample(self, rates: dict[str, float], uniform) -> dict[str, float]:
+        """trace id -> scoring probability of every query the scorer must label (the review sample
+        is a subsample: the same draw below ``max(score_rate, review probability)``; a shadow
+        query is scored when reviewed only). Assumes no scoring budget binds."""
+        out = {}
+        for q in self.records:
+            _, p, draw = self.inclusion(q, rates)
+            p_score = p if q.shadow_of else max(rates.get("score_rate", 0.0), p)
+            if uniform(f"{draw:032x}") < p_score:
+                out[q.trace_hex] = p_score
         return out
 
     def verdict(self, q: SimQuery) -> str | None:

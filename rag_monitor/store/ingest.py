@@ -35,6 +35,10 @@ class QueueWrite:
     counted_weight: float | None = None
     pair_trace_id: str | None = None
     pair_record: QueryRecord | None = None
+    score_prob: float | None = None
+    """The trace's scoring probability (at least ``inclusion_prob``: review is a subsample)."""
+    queue: str = "default"
+    """``score`` for a trace sampled for scoring only (``store.queue.SCORE_QUEUE``)."""
 
 
 @dataclass

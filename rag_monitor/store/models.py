@@ -73,6 +73,14 @@ class ReviewItem:
     """A shadow pair's production half (its ``QueryRecord.to_dict()``), stored with the item."""
     counted_weight: float = 0.0
     """The weight the weighted counters used for this item (see ``ReviewQueue.enqueue``)."""
+    score_prob: float | None = None
+    """The probability the trace entered the scored sample (None before nested samples: the
+    review probability)."""
+
+    @property
+    def score_weight(self) -> float:
+        """``1 / score_prob``: the item's weight in the scored sample."""
+        return 1.0 / (self.score_prob or self.inclusion_prob)
 
     @property
     def query_record(self) -> QueryRecord:
@@ -95,6 +103,7 @@ class ReviewItem:
             draft=json.loads(m["draft"]) if m.get("draft") else None,
             pair_record=json.loads(m["pair_record"]) if m["pair_record"] is not None else None,
             counted_weight=m["counted_weight"],
+            score_prob=m.get("score_prob"),
         )
 
 

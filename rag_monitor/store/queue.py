@@ -23,6 +23,8 @@ from .models import Review, ReviewItem, dump_json, now_s, record_json
 from .schema import REVIEW_STATES, review_items, review_skips, reviews
 
 DEFAULT_QUEUE = "default"
+SCORE_QUEUE = "score"
+"""Traces sampled for scoring but not for review (the scored sample's rest): never claimed."""
 QUEUED, UPGRADED = "queued", "upgraded"
 
 
@@ -44,6 +46,7 @@ class ReviewQueue:
         counted_weight: float | None = None,
         queue: str = DEFAULT_QUEUE,
         now: float | None = None,
+        score_prob: float | None = None,
     ) -> bool:
         """Queue a sampled record; True when it was not queued before.
 
@@ -58,7 +61,7 @@ class ReviewQueue:
             return self.enqueue_in(
                 conn, record, stratum=stratum, inclusion_prob=inclusion_prob, tenant=tenant,
                 pair_trace_id=pair_trace_id, pair_record=pair_record, counted_weight=counted_weight,
-                queue=queue, now=now,
+                queue=queue, now=now, score_prob=score_prob,
             ) == QUEUED
 
     def enqueue_in(
@@ -74,6 +77,7 @@ class ReviewQueue:
         counted_weight: float | None = None,
         queue: str = DEFAULT_QUEUE,
         now: float | None = None,
+        score_prob: float | None = None,
     ) -> str | None:
         """``enqueue`` inside the caller's transaction: ``"queued"``, ``"upgraded"`` or None."""
         trace_id, record_text = record_json(record)
@@ -98,6 +102,7 @@ class ReviewQueue:
                 pair_record=record_json(pair_record)[1] if pair_record is not None else None,
                 state="queued",
                 created_at=now_s() if now is None else now,
+                score_prob=None if score_prob is None else max(float(score_prob), float(inclusion_prob)),
             )
             .on_conflict_do_nothing(index_elements=["queue", "trace_id"])
             # RETURNING, not rowcount: drivers need not report rowcount for INSERT.
@@ -108,7 +113,10 @@ class ReviewQueue:
         upgraded = conn.execute(
             sa.update(t)
             .where(t.c.queue == queue, t.c.trace_id == trace_id, t.c.inclusion_prob < float(inclusion_prob))
-            .values(stratum=stratum, inclusion_prob=float(inclusion_prob), weight=weight, record=record_text)
+            .values(stratum=stratum, inclusion_prob=float(inclusion_prob), weight=weight, record=record_text,
+                    score_prob=sa.func.max(sa.func.coalesce(t.c.score_prob, 0.0), float(inclusion_prob))
+                    if self._db.dialect == "sqlite" else
+                    sa.func.greatest(sa.func.coalesce(t.c.score_prob, 0.0), float(inclusion_prob)))
         ).rowcount
         return UPGRADED if upgraded else None
 
@@ -252,9 +260,8 @@ class ReviewQueue:
         effective = sa.case(
             (sa.and_(t.c.state == "claimed", t.c.claim_expires_at <= now), "queued"), else_=t.c.state
         ).label("state")
-        inner = sa.select(effective)
-        if queue is not None:
-            inner = inner.where(t.c.queue == queue)
+        # None: every review queue; the scored-only traces are no one's work.
+        inner = sa.select(effective).where(t.c.queue == queue if queue is not None else t.c.queue != SCORE_QUEUE)
         sub = inner.subquery()
         stmt = sa.select(sub.c.state, sa.func.count()).group_by(sub.c.state)
         depth = dict.fromkeys(REVIEW_STATES, 0)

@@ -9,11 +9,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from rag_monitor.estimators import ScoredSums
 from rag_monitor.record import QueryRecord
 
 from .engine import Database
 from .models import FeedbackEvent, ReviewItem, Score, dump_json, now_s, record_json
-from .schema import feedback, recent_records, review_items, scores
+from .schema import feedback, recent_records, review_items, score_sums, scores
 
 
 class RecentRecords:
@@ -138,6 +139,25 @@ class Scores:
         if rows:
             conn.execute(self._upsert, rows)
         return len(rows)
+
+    def add_sums_in(self, conn: Connection, scorer: str, sums: dict[tuple[str, str], ScoredSums]) -> None:
+        """Add to the scored sample's running sums (in the fenced score write: counted once)."""
+        t = score_sums
+        fields = ("items", "w", "wf", "w2", "w2f", "w2f2")
+        for (release, variant), add in sorted(sums.items()):
+            key = (t.c.scorer == scorer, t.c.release == release, t.c.variant == variant)
+            updated = conn.execute(sa.update(t).where(*key).values(
+                **{f: t.c[f] + getattr(add, f) for f in fields})).rowcount
+            if not updated:
+                conn.execute(sa.insert(t).values(scorer=scorer, release=release, variant=variant,
+                                                 **{f: getattr(add, f) for f in fields}))
+
+    def sums(self, scorer: str) -> dict[tuple[str, str], ScoredSums]:
+        """(release, variant) -> the scored sample's sums for ``scorer``."""
+        t = score_sums
+        with self._db.read() as conn:
+            rows = conn.execute(sa.select(t).where(t.c.scorer == scorer)).all()
+        return {(r.release, r.variant): ScoredSums(int(r.items), r.w, r.wf, r.w2, r.w2f, r.w2f2) for r in rows}
 
     def for_trace(self, trace_id: str) -> dict[str, Score]:
         with self._db.read() as conn:

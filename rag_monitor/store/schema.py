@@ -60,6 +60,9 @@ review_items = sa.Table(
     sa.Column("assigned_to", sa.String(200), nullable=True, index=True),
     # The claim holder's relevance labels (step one of the blind flow), until they submit.
     sa.Column("draft", sa.Text, nullable=True),
+    # The probability the trace entered the scored sample (``score_rate``), of which the review
+    # sample is a subsample; NULL before 0008 (scored exactly when sampled for review).
+    sa.Column("score_prob", sa.Double, nullable=True),
     # Enqueueing the same trace twice (agent crash + OTLP retry) must be a no-op.
     sa.UniqueConstraint("queue", "trace_id"),
     sa.CheckConstraint("state IN ('queued', 'claimed', 'reviewed')", name="state"),
@@ -297,3 +300,20 @@ index_documents = sa.Table(
 )
 """Each document's newest searchable version (from index events), shared by replicas: a query
 served an older version is stale whichever replica assembles it."""
+
+score_sums = sa.Table(
+    "score_sums",
+    metadata,
+    sa.Column("scorer", sa.String(100), primary_key=True),
+    sa.Column("release", sa.String(200), primary_key=True),
+    sa.Column("variant", sa.String(64), primary_key=True),
+    sa.Column("items", sa.BigInteger, nullable=False),
+    sa.Column("w", sa.Double, nullable=False),
+    sa.Column("wf", sa.Double, nullable=False),
+    sa.Column("w2", sa.Double, nullable=False),
+    sa.Column("w2f", sa.Double, nullable=False),
+    sa.Column("w2f2", sa.Double, nullable=False),
+)
+"""The scored sample's running sums per scorer, release and variant (``estimators.ScoredSums``):
+weights and the scorer's probability of an unsupported answer, added in the fenced score write,
+so the prediction-powered rate reads five numbers instead of the sample."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from rag_monitor.estimators import ScoredSums
 from rag_monitor.record import QueryRecord
 
 from .coordination import CoordinationMethods, Locks, Releases, SessionWindows
@@ -168,7 +169,7 @@ class Store(CoordinationMethods, SessionMethods):
                 result = self._queue.enqueue_in(
                     conn, item.record, stratum=item.stratum, inclusion_prob=item.inclusion_prob,
                     counted_weight=item.counted_weight, pair_trace_id=item.pair_trace_id,
-                    pair_record=item.pair_record, now=now,
+                    pair_record=item.pair_record, score_prob=item.score_prob, queue=item.queue, now=now,
                 )
                 (out.queued if result == QUEUED else out.upgraded if result == UPGRADED else []).append(item)
             self._queue.attach_pairs_in(conn, batch.pair_halves)
@@ -199,6 +200,7 @@ class Store(CoordinationMethods, SessionMethods):
         counted_weight: float | None = None,
         queue: str = DEFAULT_QUEUE,
         now: float | None = None,
+        score_prob: float | None = None,
     ) -> bool:
         """Queue a sampled record (weight ``1 / inclusion_prob``); False if already queued.
 
@@ -208,7 +210,7 @@ class Store(CoordinationMethods, SessionMethods):
         return self._queue.enqueue(
             record, stratum=stratum, inclusion_prob=inclusion_prob, tenant=tenant,
             pair_trace_id=pair_trace_id, pair_record=pair_record, counted_weight=counted_weight,
-            queue=queue, now=now,
+            queue=queue, now=now, score_prob=score_prob,
         )
 
     def claim(
@@ -299,18 +301,28 @@ class Store(CoordinationMethods, SessionMethods):
         return self._feedback.since(since)
 
     def upsert_scores(self, scores: Iterable[Score], *, now: float | None = None,
-                      fence: tuple[str, str, int] | None = None) -> int:
+                      fence: tuple[str, str, int] | None = None,
+                      sums: tuple[str, dict[tuple[str, str], ScoredSums]] | None = None) -> int:
         """Insert or replace (trace, scorer) results: re-scoring never doubles a row.
 
         ``fence=(lock, holder, token)`` writes only while ``holder`` still holds ``lock`` with that
         fencing token (checked in the write's transaction); returns -1, writing nothing, otherwise.
+        ``sums=(scorer, {(release, variant): ScoredSums})`` adds to the scored sample's running
+        sums in the same transaction (the scoring loop passes the newly scored items).
         """
-        if fence is None:
+        if fence is None and sums is None:
             return self._scores.upsert(scores, now)
         with self._db.write() as conn:
-            if not self._locks.fence_in(conn, *fence):
+            if fence is not None and not self._locks.fence_in(conn, *fence):
                 return -1
-            return self._scores.upsert_in(conn, scores, now)
+            written = self._scores.upsert_in(conn, scores, now)
+            if sums is not None:
+                self._scores.add_sums_in(conn, *sums)
+            return written
+
+    def score_sums(self, scorer: str) -> dict[tuple[str, str], ScoredSums]:
+        """(release, variant) -> the scored sample's running sums for ``scorer`` (``estimators.ScoredSums``)."""
+        return self._scores.sums(scorer)
 
     def scores_for(self, trace_id: str) -> dict[str, Score]:
         return self._scores.for_trace(trace_id)

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from .engine import Database
 from .errors import ClaimError, NotFound
 from .models import Review, ReviewItem, dump_json, now_s
-from .queue import claimable, offered_to
+from .queue import SCORE_QUEUE, claimable, offered_to
 from .schema import review_items, review_skips, reviews
 
 
@@ -48,7 +48,8 @@ class ReviewWorkflow:
         """Items waiting that ``reviewer`` could claim now."""
         now = now_s() if now is None else now
         t = review_items
-        stmt = sa.select(sa.func.count()).select_from(t).where(claimable(now), *offered_to(reviewer, groups))
+        stmt = sa.select(sa.func.count()).select_from(t).where(t.c.queue != SCORE_QUEUE, claimable(now),
+                                                               *offered_to(reviewer, groups))
         if tenants is not None:
             stmt = stmt.where(t.c.tenant.in_(sorted(set(tenants))))
         with self._db.read() as conn:
@@ -81,7 +82,7 @@ class ReviewWorkflow:
                item_ids: Iterable[int] | None = None) -> int:
         """Assign unreviewed items (oldest first) to a reviewer or ``group:<name>`` (None: anyone)."""
         t = review_items
-        chosen = sa.select(t.c.id).where(t.c.state != "reviewed").order_by(t.c.id)
+        chosen = sa.select(t.c.id).where(t.c.state != "reviewed", t.c.queue != SCORE_QUEUE).order_by(t.c.id)
         if tenant is not None:
             chosen = chosen.where(t.c.tenant == tenant)
         if item_ids is not None:

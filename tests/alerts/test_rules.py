@@ -35,8 +35,10 @@ class NoReviews:
 def collector_metric_names() -> set[str]:
     """The review-based gauges the agent computes at scrape time (not in AgentMetrics)."""
     from rag_monitor.agent.scrape import ReviewStatsCollector
+    from rag_monitor.review.unsupported import UnsupportedRateCollector
 
-    return {family.name for family in ReviewStatsCollector(NoReviews()).collect()}
+    return ({family.name for family in ReviewStatsCollector(NoReviews()).collect()}
+            | {family.name for family in UnsupportedRateCollector.families().values()})
 
 
 GUARDRAIL_ALERTS = {

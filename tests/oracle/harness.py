@@ -17,12 +17,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import sqlalchemy as sa
 
 from rag_monitor.simulate import Traffic
-from rag_monitor.review.rates import wilson
-from rag_monitor.simulate.oracle import Samples, compare, weighted_rate
+from rag_monitor.estimators import ht_ratio_se, weighted_rate
+from rag_monitor.simulate.oracle import Samples, compare
 from tests.services import free_port, wait_until
 
 SAMPLING = {"base_rate": 0.2, "thumbs_down_rate": 1.0, "low_confidence_rate": 0.4, "low_confidence_below": 0.3,
-            "refusal_rate": 0.5, "shadow_pair_rate": 0.6, "salt": "oracle"}
+            "refusal_rate": 0.5, "shadow_pair_rate": 0.6, "salt": "oracle",
+            # The scorer labels more than the reviewers (a nested sample); no budget, so the design is exact.
+            "score_rate": 0.35, "score_budget": 0}
 RECENT_TTL_S = 8.0
 
 
@@ -277,7 +279,7 @@ def sampled_items(store_url: str) -> list[dict]:
     engine = sa.create_engine(store_url)
     with engine.connect() as c:
         # A pair's production half is scored under "<scorer>:pair-half" for the shadow report only.
-        rows = c.execute(sa.text("SELECT i.trace_id, i.stratum, i.inclusion_prob, i.weight, i.counted_weight, i.pair_trace_id, "
+        rows = c.execute(sa.text("SELECT i.trace_id, i.queue, i.stratum, i.inclusion_prob, i.score_prob, i.weight, i.counted_weight, i.pair_trace_id, "
                                  "s.label FROM review_items i LEFT JOIN scores s ON s.trace_id = i.trace_id "
                                  "AND s.scorer NOT LIKE :pair_half"), {"pair_half": "%:pair-half"}).mappings().all()
     engine.dispose()
@@ -300,12 +302,10 @@ def estimates(traffic: Traffic, items: list[dict], variant: str) -> dict:
 def _estimate(variant: str, pairs: list[tuple[float, bool]], true: float | None) -> dict:
     """The estimate with two 95% intervals: the linearised Horvitz-Thompson one, and Wilson's at
     the Kish effective size (what the agent exports for judged rates, ``review/rates.py``)."""
-    rate, se = weighted_rate(pairs)
+    rate, se = ht_ratio_se([w for w, _ in pairs], [flag for _, flag in pairs])
     covered = rate is not None and true is not None and abs(rate - true) <= 1.96 * se
-    covered_wilson = False
-    if rate is not None and true is not None:
-        low, high = wilson(rate, sum(w for w, _ in pairs) ** 2 / sum(w * w for w, _ in pairs))
-        covered_wilson = low <= true <= high
+    kish = weighted_rate([w for w, _ in pairs], [flag for _, flag in pairs])
+    covered_wilson = kish is not None and true is not None and kish.low <= true <= kish.high
     return {"variant": variant, "estimate": rate, "se": se, "truth": true, "n": len(pairs), "covered": covered,
             "covered_wilson": covered_wilson}
 
@@ -358,12 +358,21 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
 
     # Sampling: exactly the queries the single-draw design chooses, each with its probability.
     items = sampled_items(store_url)
+    review_items = [r for r in items if r["queue"] == "default"]
     sampler = Sampler(SamplingConfig(**SAMPLING))
     want = {t: p for t, (_s, p) in truth.sample(SAMPLING, sampler.uniform).items()}
-    got = {r["trace_id"]: r["inclusion_prob"] for r in items}
+    got = {r["trace_id"]: r["inclusion_prob"] for r in review_items}
     checks.append(Check("sampled traces", len(want), len(got), set(want) == set(got)))
     wrong = {t: (want[t], got[t]) for t in set(want) & set(got) if abs(want[t] - got[t]) > 1e-12}
     checks.append(Check("inclusion probabilities", {}, dict(list(wrong.items())[:5]), not wrong))
+    # The scored sample contains the review sample, each trace with its scoring probability.
+    want_scored = truth.score_sample(SAMPLING, sampler.uniform)
+    got_scored: dict[str, float] = {}
+    for r in items:
+        got_scored[r["trace_id"]] = max(got_scored.get(r["trace_id"], 0.0), r["score_prob"] or r["inclusion_prob"])
+    wrong = {t: (want_scored.get(t), got_scored.get(t)) for t in set(want_scored) | set(got_scored)
+             if abs(want_scored.get(t, -1.0) - got_scored.get(t, -2.0)) > 1e-12}
+    checks.append(Check("scored sample and its probabilities", {}, dict(list(wrong.items())[:5]), not wrong))
     # Verdicts of the scored sample: the truth's for every item whose verdict is defined.
     by_trace = {q.trace_hex: q for q in truth.records}
     bad = {}
@@ -387,7 +396,7 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
         checks.append(Check(f"weighted unsupported rate {variant}", est["estimate"], exported, same))
     # False exclusions from the reviews: the exported ratio is the weighted share, per release, of
     # the queries users were served (a shadow pair's filters served nobody).
-    weights = {r["trace_id"]: r["weight"] for r in items if not r["pair_trace_id"]}
+    weights = {r["trace_id"]: r["weight"] for r in review_items if not r["pair_trace_id"]}
     per_release: dict[str, list[float]] = {}
     for trace_id, w in weights.items():
         q = by_trace.get(trace_id)
@@ -402,7 +411,7 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
         exported = m.sum("rag_filter_false_exclusion_ratio", release=release) / len(agents) if present else None
         ok = exported is not None and abs(exported - excluded / eligible) < 1e-9
         checks.append(Check(f"false-exclusion ratio {release}", excluded / eligible, exported, ok))
-    found.append(_false_exclusion_estimate(traffic, items))
+    found.append(_false_exclusion_estimate(traffic, review_items))
 
     sinks = {"store": dump_store(store_url), "forwarded spans": sink.text(), "metrics": "\n".join(texts),
              "golden export": golden, "review API": review_api, "logs": "\n".join(open(p, encoding="utf-8", errors="replace").read() for p in logs)}

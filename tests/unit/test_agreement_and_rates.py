@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from rag_monitor.review.agreement import agreement_by_label, agreement_from_golden, cohen_kappa, item_agreement
-from rag_monitor.review.rates import judged_rates, wilson
+from rag_monitor.estimators import wilson
+from rag_monitor.review.rates import judged_rates
 
 
 def test_kappa_matches_scikit_learn():

@@ -1,6 +1,6 @@
 """Imports point one way, down the layers of DESIGN.md; no plane reaches sideways into another.
 
-    semconv, record, settings, config_files, masking,
+    semconv, record, settings, config_files, masking, estimators,
     templating, defaults (shipped config files)      the bottom
     sdk (on semconv alone); collectors, store, alerts  on the bottom
     review, detectors, faithfulness                  on store (and the bottom)
@@ -26,6 +26,7 @@ LAYER = {
     "semconv": 0, "record": 0, "settings": 0, "templating": 0, "config_files": 0,
     "defaults": 0,  # the shipped config files (data) and their sync script
     "masking": 0,
+    "estimators": 0,  # every weighted rate's arithmetic (numpy only): every plane reports rates
     "sdk": 1, "collectors": 1, "store": 1, "alerts": 1,
     "review": 2, "detectors": 2, "faithfulness": 2,
     "agent": 3,
