@@ -210,10 +210,13 @@ def curated(t: dict) -> dict[str, Callable[[Metric], list[PanelSpec]]]:
         "rag_release_first_seen_timestamp_seconds": lambda m: [],  # with the release info
         "rag_feedback_total": lambda m: [PanelSpec("Feedback per query by kind", (
             Target(ratio(rate(m.name, ["kind"]), rate(per_q), many=True), "{{kind}}"),), "percentunit", m.doc)],
-        "rag_regenerations_total": lambda m: [PanelSpec("Regeneration rate against its band (alert rule windows)", (
+        "rag_regenerated_queries_total": lambda m: [PanelSpec("Regeneration rate against its band (alert rule windows)", (
             Target("rag:regeneration_ratio", "{{variant}} ratio"),
             Target("rag:regeneration_ratio:band_high", "{{variant}} band high"),
             Target("rag:regeneration_ratio:band_low", "{{variant}} band low")), "percentunit", m.doc)],
+        # The signals apart: a click and the re-ask it triggers show in both lines, once in the rate.
+        "rag_regenerations_total": lambda m: [PanelSpec("Regeneration signals per query by source", (
+            Target(ratio(rate(m.name, ["source"]), rate(per_q), many=True), "{{source}}"),), "percentunit", m.doc)],
         "rag_filter_queries_total": lambda m: [PanelSpec("Queries that applied a filter, by kind", (
             Target(rate(m.name, ["filter_kind"]), "{{filter_kind}}"),), "reqps", m.doc)],
         "rag_filter_exclusions_total": lambda m: [PanelSpec("Filter exclusions (share of filtered queries)", (
@@ -281,8 +284,8 @@ def release_row() -> list[PanelSpec]:
             rate("rag_faithfulness_weighted_total", ["release"], sel + ',verdict=~"supported|unsupported"'), ["release"]),
             "{{release}}"),), "percentunit", width=8),
         PanelSpec("False-exclusion rate by release", (Target(f"max by (release) (rag_filter_false_exclusion_ratio{{{sel}}})", "{{release}}"),), "percentunit", width=8),
-        PanelSpec("Regenerations per query by release", (Target(ratio(
-            rate("rag_regenerations_total", ["release"], sel), rate("rag_queries_total", ["release"], sel), ["release"]), "{{release}}"),),
+        PanelSpec("Regenerated queries per query by release", (Target(ratio(
+            rate("rag_regenerated_queries_total", ["release"], sel), rate("rag_queries_total", ["release"], sel), ["release"]), "{{release}}"),),
             "percentunit", width=8),
         PanelSpec("Thumbs-down per query by release", (Target(ratio(
             rate("rag_feedback_total", ["release"], sel + ',kind="thumbs_down"'), rate("rag_queries_total", ["release"], sel), ["release"]),

@@ -8,6 +8,7 @@ no dependencies beyond the standard library, so every layer can use them.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,21 @@ class Document:
     score: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def key(self) -> str | None:
+        """How reviews and filters name the document: its id, else a hash of its content (None: neither)."""
+        return document_key(self.id, self.content)
+
+
+def document_key(document_id: str | None, content: str | None) -> str | None:
+    """A document's id, or ``content:<sha256 prefix>`` for one without an id: the one key a review's
+    relevant documents and a filter's removed set share, so an id-less document can match."""
+    if document_id:
+        return document_id
+    if content:
+        return f"content:{hashlib.sha256(content.encode()).hexdigest()[:16]}"
+    return None
+
 
 @dataclass
 class FilterApplied:
@@ -62,6 +78,14 @@ class FilterApplied:
         ids = dict.fromkeys(self.excluded_ids)
         ids.update((d.id, None) for d in self.excluded_documents if d.id)
         return list(ids)
+
+    @property
+    def removed_keys(self) -> list[str]:
+        """``removed_ids`` plus the content key of removed documents sent without an id
+        (``document_key``): what a review's relevant documents are compared with."""
+        keys = dict.fromkeys(self.excluded_ids)
+        keys.update((k, None) for k in (d.key for d in self.excluded_documents) if k)
+        return list(keys)
 
     @property
     def removed_any(self) -> bool:

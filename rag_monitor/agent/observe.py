@@ -18,6 +18,7 @@ from rag_monitor import semconv
 from rag_monitor.agent.releases import ReleaseLabels
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.record import Feedback, ModelCall, QueryRecord
+from rag_monitor.store import SessionQuery
 
 _WORD = re.compile(r"\w+")
 _COMPONENT_OF_CALL = {"llm": "generation", "embedding": "embedding", "rerank": "rerank", "retrieval": "retrieval"}
@@ -40,27 +41,35 @@ class RegenerationDetector:
     Each session's last query lives in the shared store (``session_windows``), so a re-ask that
     the gateway routes to another replica still counts. Off the request path: ingest ``offer``s
     the queries (an O(1) append to a bounded queue) and the ``regeneration`` job checks them in
-    one store transaction per tick, then counts each re-ask through ``on_regeneration``. Queries
-    that overflow the queue, or that meet an unavailable store, are counted unchecked.
+    one store transaction per tick. Each re-ask is a signal (``on_regeneration``) about the query
+    it re-asks, and claims that query in the store in the same transaction: only a query no
+    explicit ``regenerate`` (nor an earlier re-ask) had claimed counts as regenerated
+    (``on_regenerated_query``), so a click and the re-ask it triggers are one regeneration. Both
+    carry the re-asked query's labels. Queries that overflow the queue, or that meet an
+    unavailable store, are counted unchecked.
     """
 
     def __init__(self, store, window_s: float, similarity: float, *,
                  on_regeneration: Callable[[str, str, str], None] = lambda release, variant, intent: None,
+                 on_regenerated_query: Callable[[str, str, str], None] = lambda release, variant, intent: None,
                  on_unchecked: Callable[[int], None] = lambda n: None,
-                 max_queue: int = 20_000, clock=time.time):
+                 claim_ttl_s: float = 3600.0, max_queue: int = 20_000, clock=time.time):
         self.store = store
         self.window_s = window_s
         self.window_ns = int(window_s * 1e9)
         self.similarity = similarity
         self.on_regeneration = on_regeneration
+        self.on_regenerated_query = on_regenerated_query
         self.on_unchecked = on_unchecked
+        self.claim_ttl_s = max(claim_ttl_s, window_s)
+        """How long a regenerated query's claim is kept: a click later than this counts again."""
         self._queue: deque[_Asked] = deque()
         self.max_queue = max_queue
         self._lock = threading.Lock()
         self.clock = clock
 
     def offer(self, records: list[QueryRecord], labels_of: Callable[[QueryRecord], tuple[str, str, str]]) -> None:
-        asked = [_Asked(r.trace_id, r.session_id, r.start_ns, r.query, *labels_of(r))
+        asked = [_Asked(r.trace_id, r.session_id, r.start_ns, r.query, labels_of(r))
                  for r in records
                  if r.session_id and r.query and "query" not in r.hidden]  # hidden: nothing to compare
         if not asked:
@@ -80,33 +89,45 @@ class RegenerationDetector:
         if not batch:
             return 0
         try:
-            found = self.detect(batch)
+            found, claimed = self.detect(batch)
         except Exception:
             self.on_unchecked(len(batch))
             raise
-        for asked in found:
-            self.on_regeneration(asked.release, asked.variant, asked.intent)
+        for reasked in found:
+            self.on_regeneration(*reasked.labels)
+        for reasked in {q.trace_id: q for q in found if q.trace_id in claimed}.values():
+            self.on_regenerated_query(*reasked.labels)
         return len(found)
 
-    def detect(self, asked: list[_Asked]) -> list[_Asked]:
-        """The queries that re-ask their session's previous query (one store transaction)."""
+    def detect(self, asked: list[_Asked]) -> tuple[list[SessionQuery], set[str]]:
+        """The queries re-asked by ``asked`` (one per re-ask) and the trace ids of those newly
+        claimed as regenerated, in one store transaction."""
         asked = sorted(asked, key=lambda a: a.start_ns)
         words = {a.trace_id: _tokens(a.query) for a in asked}
-        latest = {a.session_id: (a.start_ns, sorted(words[a.trace_id])) for a in asked}
-        before = {sid: (start, frozenset(w)) for sid, (start, w) in self.store.swap_session_windows(latest).items()}
-        found = []
-        for a in asked:
-            previous = before.get(a.session_id)
-            # start > previous start: a re-sent copy of the same query (an exporter's retry) is no re-ask.
-            if previous is not None and 0 < a.start_ns - previous[0] <= self.window_ns \
-                    and jaccard(words[a.trace_id], previous[1]) >= self.similarity:
-                found.append(a)
-            if previous is None or a.start_ns >= previous[0]:
-                before[a.session_id] = (a.start_ns, words[a.trace_id])
-        return found
+        latest = {a.session_id: SessionQuery(a.start_ns, sorted(words[a.trace_id]), a.trace_id, a.labels) for a in asked}
+        found: list[SessionQuery] = []
+
+        def reasked(stored: dict[str, SessionQuery]) -> list[str]:
+            found.clear()
+            before = {sid: (q, frozenset(q.words)) for sid, q in stored.items()}
+            for a in asked:
+                previous = before.get(a.session_id)
+                # start > previous start: a re-sent copy of the same query (an exporter's retry) is no re-ask.
+                if previous is not None and 0 < a.start_ns - previous[0].start_ns <= self.window_ns \
+                        and jaccard(words[a.trace_id], previous[1]) >= self.similarity:
+                    found.append(previous[0]._replace(labels=previous[0].labels or a.labels))
+                if previous is None or a.start_ns >= previous[0].start_ns:
+                    before[a.session_id] = (SessionQuery(a.start_ns, [], a.trace_id, a.labels), words[a.trace_id])
+            return [q.trace_id for q in found]
+
+        _, claimed = self.store.check_session_windows(latest, reasked)
+        return found, claimed
 
     def prune(self) -> int:
-        return self.store.prune_session_windows(self.clock() - self.window_s)
+        """Forget idle sessions and old claims; returns how many sessions were forgotten."""
+        now = self.clock()
+        self.store.prune_regenerated(now - self.claim_ttl_s)
+        return self.store.prune_session_windows(now - self.window_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +138,8 @@ class _Asked:
     session_id: str
     start_ns: int
     query: str
-    release: str
-    variant: str
-    intent: str
+    labels: tuple[str, str, str]
+    """(release, variant, intent) as the query's metrics have them."""
 
 
 class _CachedLabels:
@@ -192,7 +212,10 @@ class QueryObserver:
         """Update every query metric from ``record``; returns its cost in USD when priced."""
         m = self._children
         release, variant = self.labels_of(record)
-        m.queries.labels(release, variant, self.intent(record.intent), self.tenant(record.tenant)).inc()
+        intent = self.intent(record.intent)
+        m.queries.labels(release, variant, intent, self.tenant(record.tenant)).inc()
+        # At 0 from the query on: rate() over the regeneration rate's window then sees its first increment.
+        m.regenerated_queries.labels(release, variant, intent)
         m.query_duration.labels(release, variant).observe(record.duration_s)
         if record.error:
             m.query_errors.labels(release, variant).inc()
@@ -231,8 +254,17 @@ class QueryObserver:
         return (*self.labels_of(record), self.intent(record.intent))
 
     def count_regeneration(self, release: str, variant: str, intent: str) -> None:
-        """An inferred regeneration (the detector's verdict, labels as the query had them)."""
+        """An inferred regeneration signal (the detector's verdict, labels as the re-asked query had them)."""
         self._children.regenerations.labels(release, variant, intent, "inferred").inc()
+
+    def count_regenerated_query(self, release: str, variant: str, intent: str) -> None:
+        """A query counted as regenerated (its first claim: a click or a re-ask, never both)."""
+        self._children.regenerated_queries.labels(release, variant, intent).inc()
+
+    def count_regenerated_record(self, record: QueryRecord | None) -> None:
+        """``count_regenerated_query`` for an explicit regenerate's query (``None``: no longer known)."""
+        labels = self.regeneration_labels(record) if record else ("unknown", "unknown", "unknown")
+        self.count_regenerated_query(*labels)
 
     def _observe_calls(self, record: QueryRecord, release: str, variant: str) -> float | None:
         """Tokens and cost of every model call under the call's own model; the query's cost is

@@ -93,6 +93,7 @@ class IngestWriter:
         batch.feedback = [FeedbackEvent.from_feedback(r.trace_id, f) for r in records for f in r.feedback]
         batch.feedback += [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in output.late_feedback]
         batch.releases = self.releases.unnoted((r.service, r.release) for r in records)
+        batch.known_queries = {r.trace_id for r in records}
         by_trace = {r.trace_id: r for r in records}
         rate = self.score_rate.observe(len(records)) if records else 0.0
         for record in records:
@@ -113,6 +114,8 @@ class IngestWriter:
         for late in output.late_feedback:
             record, item = self._late_feedback(late.trace_id, late.feedback, now)
             written.late.append((record, late.feedback))
+            if record is not None:
+                batch.known_queries.add(late.trace_id)
             if item is not None:
                 batch.items.append(item)
             elif record is None and late.feedback.kind == semconv.FEEDBACK_THUMBS_DOWN:

@@ -153,6 +153,10 @@ class IngestPipeline:
             self.freshness.observe(written.records, self.observer.labels_of)
         for record, feedback in written.late:
             self.observer.observe_feedback(record, feedback)
+        if written.outcome.regenerated:  # explicit regenerates that claimed their query first
+            known = {r.trace_id: r for r in written.records} | {r.trace_id: r for r, _ in written.late if r is not None}
+            for trace_id in sorted(written.outcome.regenerated):
+                self.observer.count_regenerated_record(known.get(trace_id))
         if written.records and self.on_records is not None:
             self.on_records(written.records)
 

@@ -183,6 +183,8 @@ class Agent:
         self.regeneration = RegenerationDetector(
             self.store, s.regeneration_window_s, s.regeneration_similarity,
             on_regeneration=self.observer.count_regeneration,
+            on_regenerated_query=self.observer.count_regenerated_query,
+            claim_ttl_s=s.recent_ttl_s,
             on_unchecked=lambda n: self.metrics.regeneration_unchecked.inc(n),
         )
         self.observer.releases.refresh(self.store)

@@ -1,4 +1,8 @@
-"""The regeneration-rate rule: regenerations per query against a control band learned from its own history.
+"""The regeneration-rate rule: regenerated queries per query against a control band learned from its own history.
+
+The numerator is ``rag_regenerated_queries_total``: a query counts once whether the user clicked
+regenerate, re-asked a near-duplicate, or both (``rag_regenerations_total{source}`` keeps the
+signals apart for dashboards, and would count a click and its re-ask twice).
 
 The band (per variant) is ``baseline ± z x sqrt(b(1-b)/n + s² (1 + 1/S))``:
 
@@ -56,7 +60,7 @@ def _regeneration_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
             # No regeneration at all is a 0 (and below the band), not a missing series.
             _record("rag:regeneration_ratio", f"""
 (
-  sum by (variant) (rate(rag_regenerations_total[{w}]))
+  sum by (variant) (rate(rag_regenerated_queries_total[{w}]))
   or
   0 * sum by (variant) (rate(rag_queries_total[{w}]))
 )
@@ -66,7 +70,7 @@ def _regeneration_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
             # Per intent, for dashboards (no alert: one per intent would multiply the false pages).
             _record("rag:regeneration_ratio:by_intent", f"""
 (
-  sum by (variant, intent) (rate(rag_regenerations_total[{w}]))
+  sum by (variant, intent) (rate(rag_regenerated_queries_total[{w}]))
   or
   0 * sum by (variant, intent) (rate(rag_queries_total[{w}]))
 )
@@ -107,7 +111,7 @@ and on (variant) rag:regeneration_ratio:baseline_seasons >= {r['min_seasons']}""
                 for edge, sep in (("low", " to "), ("high", "."))
             ),
             f"""
-Meaning: regenerations per query over the last {w} left the control band learned from the ratio's
+Meaning: regenerated queries per query over the last {w} (a regenerate click and the re-ask it triggers are one) left the control band learned from the ratio's
 own history: the baseline is its mean at the same time of week over the last {r['seasons']} x {r['season']}
 (hour-of-week seasonality: nights and weekends differ); the half-width is {_num(z)} standard errors, where
 the error adds the binomial noise of this window's query count to the week-to-week variance, and

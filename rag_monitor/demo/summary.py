@@ -137,7 +137,8 @@ def collect_summary(
     queries = _histogram_part(registry, "rag_query_duration_seconds", "count", "release")
     cost_sum = _histogram_part(registry, "rag_query_cost_usd", "sum", "release")
     cost_count = _histogram_part(registry, "rag_query_cost_usd", "count", "release")
-    regenerations = sums_by(registry, "rag_regenerations_total", ["release"], where=PRODUCTION)
+    # Regenerated queries: a regenerate click and the re-ask it triggers are one (as the alert's rate reads them).
+    regenerations = sums_by(registry, "rag_regenerated_queries_total", ["release"], where=PRODUCTION)
     refusals = sums_by(registry, "rag_refusals_total", ["release"], where=PRODUCTION)
     weighted = sums_by(registry, "rag_faithfulness_weighted_total", ["release", "verdict"], where=PRODUCTION)
     scored = sums_by(registry, "rag_faithfulness_scored_total", ["release", "verdict"], where=PRODUCTION)
@@ -216,7 +217,7 @@ def render_summary(s: DemoSummary) -> str:
     lines = ["", "=" * 78, "rag-monitor demo: summary", "=" * 78]
     lines.append("Traffic: " + "; ".join(
         f"{p.phase} ({p.release}) {p.queries} queries, {p.refused} refused, {p.archived_answers} from archived policies, "
-        f"{p.feedback.get('thumbs_down', 0)} thumbs-down, {p.feedback.get('regenerate', 0)} regenerations"
+        f"{p.feedback.get('thumbs_down', 0)} thumbs-down, {p.feedback.get('regenerate', 0)} regenerate clicks"
         for p in s.phases))
     lines += ["", "Latency per stage (ms)      p50    p95    p99"]
     for stage in sorted(s.stages, key=lambda st: (STAGE_ORDER.index(st) if st in STAGE_ORDER else 99, st)):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_monitor import semconv
-from rag_monitor.record import Document, QueryRecord
+from rag_monitor.record import Document, QueryRecord, document_key
 
 REASONS = ("wrong", "incomplete", "off-topic", "harmful", "slow")
 TRISTATE = ("yes", "no", "unsure")
@@ -138,7 +138,7 @@ def _keys(body: dict[str, Any], name: str, known: dict[str, Candidate]) -> list[
     unknown = sorted(set(keys) - set(known))
     if unknown:
         raise ValueError(f"{name} names unknown candidates {unknown[:10]}")
-    return sorted({known[k].document_id or f"content:{hashlib.sha256(known[k].content.encode()).hexdigest()[:16]}" for k in keys})
+    return sorted({document_key(known[k].document_id, known[k].content) for k in keys})
 
 
 def relevance_labels(item_id: int, record: QueryRecord, body: Any, tenants: frozenset[str] | None = None) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def is_false_exclusion(record: QueryRecord, relevant_ids: Iterable[str]) -> bool
     relevance_removed: set[str] = set()
     for applied in record.filters:
         target = entitlement_removed if applied.kind == semconv.FILTER_ENTITLEMENT else relevance_removed
-        target.update(applied.removed_ids)  # named by excluded_ids, excluded_documents or both
+        # Named by excluded_ids or excluded_documents; an id-less document by its content key, as reviews name it.
+        target.update(applied.removed_keys)
     eligible = set(relevant_ids) - entitlement_removed
     if not eligible:
         return None

@@ -99,6 +99,12 @@ def compare(truth: Truth, texts: list[str], top_releases: int = 10, top_intents:
         _eq(f"feedback {kind}", n, m.sum("rag_feedback_total", kind=kind), checks)
     for source in ("explicit", "inferred"):
         _eq(f"regenerations {source}", truth.regenerations[source], m.sum("rag_regenerations_total", source=source), checks)
+    # Regenerated queries, each once (a click and its re-ask are one); the rate itself is checked
+    # through the recording rule (tests/oracle/harness.py).
+    for variant in ("production", "shadow"):
+        _eq(f"regenerated queries {variant}", sum(v == variant for v in truth.regenerated.values()),
+            m.sum("rag_regenerated_queries_total", variant=variant), checks)
+    _eq("regenerated queries", len(truth.regenerated), m.sum("rag_regenerated_queries_total"), checks)
     for kind, n in sorted(truth.filter_queries.items()):
         _eq(f"filtered queries {kind}", n, m.sum("rag_filter_queries_total", filter_kind=kind), checks)
     for kind in ("entitlement", "relevance"):

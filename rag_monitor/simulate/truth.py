@@ -93,12 +93,21 @@ class Truth:
     """USD: cached prompt tokens at the input rate minus the cached rate, where the table has one."""
     feedback: Counter = field(default_factory=Counter)
     regenerations: Counter = field(default_factory=Counter)
-    """source (explicit, inferred) -> count."""
+    """source (explicit, inferred) -> count: the signals, a click and the re-ask it triggers both."""
+    regenerated: dict[str, str] = field(default_factory=dict)
+    """trace id -> variant of every regenerated query, each once: clicked regenerate while the
+    query was still known (not after the recent-records TTL), or re-asked in its session."""
     filter_queries: Counter = field(default_factory=Counter)
     filter_exclusions: Counter = field(default_factory=Counter)
     """(filter kind, outcome) -> queries."""
     partial_traces: int = 0
     releases: list[str] = field(default_factory=list)
+
+    def regeneration_rate(self, variant: str) -> float | None:
+        """Regenerated queries over queries: what ``rag:regeneration_ratio`` must read over a window
+        holding the whole scenario."""
+        queries = sum(q.variant == variant for q in self.records)
+        return sum(v == variant for v in self.regenerated.values()) / queries if queries else None
 
     @property
     def records(self) -> list[SimQuery]:
@@ -191,19 +200,20 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(w.lower() for w in _WORD.findall(text))
 
 
-def _inferred_regenerations(records: list[SimQuery]) -> int:
-    last: dict[str, tuple[int, frozenset[str]]] = {}
-    found = 0
+def _reasked_queries(records: list[SimQuery]) -> list[SimQuery]:
+    """The query each inferred regeneration re-asks (one entry per re-ask)."""
+    last: dict[str, tuple[SimQuery, frozenset[str]]] = {}
+    found = []
     for q in records:  # roots arrive in query order
         if q.hidden or not q.session_id or not q.query:
             continue
         words = _words(q.query)
         previous = last.get(q.session_id)
-        last[q.session_id] = (q.start_ns, words)
-        if previous is not None and 0 <= q.start_ns - previous[0] <= REGENERATION_WINDOW_NS:
+        last[q.session_id] = (q, words)
+        if previous is not None and 0 <= q.start_ns - previous[0].start_ns <= REGENERATION_WINDOW_NS:
             a, b = words, previous[1]
             if len(a & b) / len(a | b) >= REGENERATION_SIMILARITY:
-                found += 1
+                found.append(previous[0])
     return found
 
 
@@ -251,5 +261,9 @@ def expected(scenario: Scenario, spans_sent: int, prices: dict | None = None) ->
             t.feedback[fb.kind] += 1
             if fb.kind == "regenerate":
                 t.regenerations["explicit"] += 1
-    t.regenerations["inferred"] = _inferred_regenerations(t.records)
+                if fb.timing != "after_ttl":  # a click on a query the agent no longer holds names no labels
+                    t.regenerated[q.trace_hex] = q.variant
+    reasked = _reasked_queries(t.records)
+    t.regenerations["inferred"] = len(reasked)
+    t.regenerated.update((q.trace_hex, q.variant) for q in reasked)
     return t

@@ -7,6 +7,7 @@ the package::
     store = open_store(default_sqlite_url("./data"))
 """
 
+from .coordination import SessionQuery
 from .engine import default_sqlite_url
 from .errors import ClaimError, NotFound, ReservoirMismatch, StoreError, StoreUnavailable
 from .ingest import IngestBatch, IngestOutcome, QueueWrite
@@ -36,6 +37,7 @@ __all__ = [
     "ReviewItem",
     "ReviewSession",
     "Score",
+    "SessionQuery",
     "Store",
     "StoreError",
     "StoreUnavailable",

@@ -1,15 +1,18 @@
-"""Cross-replica coordination: lease locks, the releases each service has shipped, session windows."""
+"""Cross-replica coordination: lease locks, the releases each service has shipped, session windows
+and the regenerated queries they claim."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .engine import Database
 from .models import Release, now_s
-from .schema import locks, releases, session_windows
+from .schema import locks, regenerated_queries, releases, session_windows
 
 
 class Locks:
@@ -116,15 +119,26 @@ class Releases:
         return [Release(r.service, r.release, r.first_seen) for r in rows]
 
 
-class SessionWindows:
-    """The last query (start time and words) of each session, so a re-ask routed to another
-    replica is still seen as a regeneration."""
+class SessionQuery(NamedTuple):
+    """A session's last query as the regeneration detector keeps it."""
 
-    def __init__(self, db: Database):
+    start_ns: int
+    words: list[str]
+    trace_id: str = ""
+    labels: tuple[str, ...] = ()
+    """The query's metric labels (release, variant, intent): a regeneration counts under them."""
+
+
+class SessionWindows:
+    """The last query (start time, words, trace id, labels) of each session, so a re-ask routed to
+    another replica is still seen as a regeneration."""
+
+    def __init__(self, db: Database, claims: RegeneratedQueries):
         self._db = db
+        self._claims = claims
         t = session_windows
         # Built once: SQLAlchemy caches their compiled form (the batch size varies per request).
-        select = sa.select(t.c.session_id, t.c.start_ns, t.c.words).where(
+        select = sa.select(t.c.session_id, t.c.start_ns, t.c.words, t.c.trace_id, t.c.labels).where(
             t.c.session_id.in_(sa.bindparam("ids", expanding=True)))
         # SQLite's BEGIN IMMEDIATE already serialises writers; PostgreSQL locks the rows it reads.
         self._select = select if db.is_sqlite else select.with_for_update()
@@ -132,27 +146,56 @@ class SessionWindows:
         # A replica that saw the session's later query first keeps it.
         self._upsert = upsert.on_conflict_do_update(
             index_elements=["session_id"],
-            set_={"start_ns": upsert.excluded.start_ns, "words": upsert.excluded.words, "seen_at": upsert.excluded.seen_at},
+            set_={c: getattr(upsert.excluded, c) for c in ("start_ns", "words", "seen_at", "trace_id", "labels")},
             where=upsert.excluded.start_ns >= t.c.start_ns,
         )
 
-    def swap(self, latest: dict[str, tuple[int, list[str]]], *, now: float | None = None) -> dict[str, tuple[int, list[str]]]:
-        """Store ``session -> (start_ns, words)`` where newer; returns what each session had before."""
+    def swap(self, latest: dict[str, SessionQuery], *, regenerated: Callable[[dict[str, SessionQuery]], Iterable[str]] | None = None,
+             now: float | None = None) -> tuple[dict[str, SessionQuery], set[str]]:
+        """Store ``session -> SessionQuery`` where newer; returns what each session had before and,
+        in the same transaction, the queries newly claimed as regenerated of those
+        ``regenerated(previous)`` names (trace ids; see ``RegeneratedQueries``)."""
         if not latest:
-            return {}
+            return {}, set()
         now = now_s() if now is None else now
-        rows = [{"session_id": sid, "start_ns": start, "words": json.dumps(words), "seen_at": now}
-                for sid, (start, words) in latest.items()]
+        latest = {sid: SessionQuery(*q) for sid, q in latest.items()}
+        rows = [{"session_id": sid, "start_ns": q.start_ns, "words": json.dumps(list(q.words)), "seen_at": now,
+                 "trace_id": q.trace_id, "labels": json.dumps(list(q.labels))} for sid, q in latest.items()]
         with self._db.write() as conn:
-            previous = {r.session_id: (r.start_ns, json.loads(r.words))
+            previous = {r.session_id: SessionQuery(r.start_ns, json.loads(r.words), r.trace_id, tuple(json.loads(r.labels)))
                         for r in conn.execute(self._select, {"ids": list(latest)})}
             conn.execute(self._upsert, rows)  # executemany of one cached statement
-        return previous
+            claimed = self._claims.claim_in(conn, regenerated(previous), now) if regenerated is not None else set()
+        return previous, claimed
 
     def prune(self, before: float) -> int:
         """Forget sessions last seen before ``before`` (they can no longer regenerate)."""
         with self._db.write() as conn:
             return conn.execute(sa.delete(session_windows).where(session_windows.c.seen_at < before)).rowcount
+
+
+class RegeneratedQueries:
+    """Queries counted as regenerated, each once: an explicit ``regenerate`` (claimed in the ingest
+    transaction that stores the feedback) and the re-ask it triggers (claimed by the regeneration
+    check that finds it) name the same query, and only the first claim counts, on any replica."""
+
+    def __init__(self, db: Database):
+        self._db = db
+        self._insert = db.insert(regenerated_queries).on_conflict_do_nothing(
+            index_elements=["trace_id"]).returning(regenerated_queries.c.trace_id)
+
+    def claim_in(self, conn: Connection, trace_ids: Iterable[str], now: float) -> set[str]:
+        """Claim ``trace_ids`` inside the caller's transaction; the ones no one had claimed."""
+        claimed = set()
+        for trace_id in sorted(set(trace_ids) - {""}):  # one statement per row: RETURNING tells which were new
+            if conn.execute(self._insert, {"trace_id": trace_id, "claimed_at": now}).first() is not None:
+                claimed.add(trace_id)
+        return claimed
+
+    def prune(self, before: float) -> int:
+        """Forget claims made before ``before`` (no signal of those queries is expected any more)."""
+        with self._db.write() as conn:
+            return conn.execute(sa.delete(regenerated_queries).where(regenerated_queries.c.claimed_at < before)).rowcount
 
 
 class CoordinationMethods:
@@ -161,6 +204,7 @@ class CoordinationMethods:
     _locks: Locks
     _releases: Releases
     _session_windows: SessionWindows
+    _regenerated: RegeneratedQueries
 
     def try_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> bool:
         """Take or renew the named lease lock; False while another holder's lease is valid."""
@@ -180,13 +224,23 @@ class CoordinationMethods:
     def releases(self) -> list[Release]:
         return self._releases.all()
 
-    def swap_session_windows(self, latest: dict[str, tuple[int, list[str]]], *,
-                             now: float | None = None) -> dict[str, tuple[int, list[str]]]:
-        """Each session's last query (start_ns, words), replaced where newer; returns the previous ones."""
-        return self._session_windows.swap(latest, now=now)
+    def swap_session_windows(self, latest: dict[str, SessionQuery], *, now: float | None = None) -> dict[str, SessionQuery]:
+        """Each session's last query (``SessionQuery``), replaced where newer; returns the previous ones."""
+        return self._session_windows.swap(latest, now=now)[0]
+
+    def check_session_windows(self, latest: dict[str, SessionQuery],
+                              regenerated: Callable[[dict[str, SessionQuery]], Iterable[str]], *,
+                              now: float | None = None) -> tuple[dict[str, SessionQuery], set[str]]:
+        """``swap_session_windows``, and in the same transaction claim the queries
+        ``regenerated(previous)`` names: returns the previous windows and the newly claimed trace ids."""
+        return self._session_windows.swap(latest, regenerated=regenerated, now=now)
 
     def prune_session_windows(self, before: float) -> int:
         return self._session_windows.prune(before)
+
+    def prune_regenerated(self, before: float) -> int:
+        """Forget regenerated-query claims made before ``before``."""
+        return self._regenerated.prune(before)
 
     def latest_releases(self, keep: int) -> list[Release]:
         """Each service's ``keep`` most recently first-seen releases (the labelled ones), newest first."""

@@ -60,6 +60,9 @@ class IngestBatch:
     """Production records a queued shadow pair may be waiting for."""
     releases: list[tuple[str, str]] = field(default_factory=list)
     """``(service, release)`` sightings."""
+    known_queries: set[str] = field(default_factory=set)
+    """Traces whose query is known here (assembled by this batch, or in the recent-records cache):
+    a new ``regenerate`` on one claims it as regenerated; a click on a forgotten query does not."""
 
 
 @dataclass
@@ -71,6 +74,8 @@ class IngestOutcome:
     first_seen: dict[tuple[str, str], float] = field(default_factory=dict)
     feedback_added: list[FeedbackEvent] = field(default_factory=list)
     """The feedback events that were new (a resent one is stored, and counted, once)."""
+    regenerated: set[str] = field(default_factory=set)
+    """Queries (trace ids) this batch's explicit ``regenerate`` claimed: not counted as regenerated before."""
 
 
 class PendingSpans:

@@ -287,8 +287,20 @@ session_windows = sa.Table(
     sa.Column("start_ns", sa.BigInteger, nullable=False),
     sa.Column("words", sa.Text, nullable=False),
     sa.Column("seen_at", sa.Double, nullable=False, index=True),
+    sa.Column("trace_id", TRACE_ID, nullable=False),
+    sa.Column("labels", sa.Text, nullable=False),
 )
-"""The last query of each active session, for the regeneration detector (shared by replicas)."""
+"""The last query of each active session, for the regeneration detector (shared by replicas): its
+trace id and metric labels name the query a re-ask regenerates."""
+
+regenerated_queries = sa.Table(
+    "regenerated_queries",
+    metadata,
+    sa.Column("trace_id", TRACE_ID, primary_key=True),
+    sa.Column("claimed_at", sa.Double, nullable=False, index=True),
+)
+"""Queries counted as regenerated: the first of an explicit regenerate and the re-ask it triggers
+claims the query (whichever replica sees it), so the two are one regeneration."""
 
 index_documents = sa.Table(
     "index_documents",

@@ -11,8 +11,9 @@ import sqlalchemy as sa
 
 from rag_monitor.estimators import ScoredSums
 from rag_monitor.record import QueryRecord
+from rag_monitor.semconv import FEEDBACK_REGENERATE
 
-from .coordination import CoordinationMethods, Locks, Releases, SessionWindows
+from .coordination import CoordinationMethods, Locks, RegeneratedQueries, Releases, SessionWindows
 from .documents import IndexDocuments
 from .drift import DriftRuns, Reservoirs
 from .engine import Database
@@ -79,7 +80,8 @@ class Store(CoordinationMethods, SessionMethods):
         self._runs = DriftRuns(self._db)
         self._locks = Locks(self._db)
         self._releases = Releases(self._db)
-        self._session_windows = SessionWindows(self._db)
+        self._regenerated = RegeneratedQueries(self._db)
+        self._session_windows = SessionWindows(self._db, self._regenerated)
         self._pending = PendingSpans(self._db)
         self.index_documents = IndexDocuments(self._db)
         """Each document's newest searchable version (index events; the stale-index share)."""
@@ -161,6 +163,8 @@ class Store(CoordinationMethods, SessionMethods):
             self._pending.add_in(conn, batch.pending, now)
             self._recent.put_in(conn, kept, now)
             out.feedback_added = self._feedback.add_in(conn, [f for f in batch.feedback if f.trace_id not in out.skipped])
+            out.regenerated = self._regenerated.claim_in(
+                conn, (f.trace_id for f in out.feedback_added if f.kind == FEEDBACK_REGENERATE and f.trace_id in batch.known_queries), now)
             for service, release in sorted(set(batch.releases)):
                 out.first_seen[(service, release)] = self._releases.note_in(conn, service, release, now)
             for item in batch.items:

@@ -6,6 +6,9 @@ Shared by ``tests/oracle/test_oracle.py`` (short) and ``benchmarks/oracle.py`` (
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
@@ -13,8 +16,10 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import sqlalchemy as sa
+import yaml
 
 from rag_monitor.simulate import Traffic
 from rag_monitor.estimators import ht_ratio_se, weighted_rate
@@ -355,6 +360,8 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
         pass
     texts = [scrape(a) for a in agents]
     checks = compare(truth, texts, single_agent=len(agents) == 1)
+    with tempfile.TemporaryDirectory(prefix="oracle-rules-") as workdir:  # the rate a user reads
+        checks += regeneration_rate_checks(truth, texts, Path(workdir))
 
     # Sampling: exactly the queries the single-draw design chooses, each with its probability.
     items = sampled_items(store_url)
@@ -416,6 +423,48 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
     sinks = {"store": dump_store(store_url), "forwarded spans": sink.text(), "metrics": "\n".join(texts),
              "golden export": golden, "review API": review_api, "logs": "\n".join(open(p, encoding="utf-8", errors="replace").read() for p in logs)}
     return Outcome(checks, pii_leaks(traffic.scenario.pii.needles(), sinks), found, reviewed)
+
+
+RATE_COUNTERS = ("rag_regenerated_queries_total", "rag_queries_total")
+
+
+def regeneration_rate_checks(truth, texts: list[str], workdir: Path, promtool: str | None = None) -> list:
+    """``rag:regeneration_ratio`` as Prometheus computes it from what the replicas exported, against
+    the truth's regenerated queries over queries, per variant.
+
+    The shipped recording rule (regenerated with a 2 s window) runs under ``promtool test rules``
+    on each replica's counters as series that rise from 0 to their final value in one step: the
+    window holds the whole scenario, and rate()'s extrapolation scales every series alike (by 1/2,
+    exactly), so the rule's value is the exact ratio and promtool compares it bit for bit.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from rag_monitor.demo.services import find_binary, write_rules
+    from rag_monitor.simulate.oracle import Check
+
+    promtool = promtool or find_binary("promtool")
+    if promtool is None:
+        return [Check("regeneration rate (recording rule)", "promtool on PATH", None, False)]
+    rules = [p for p in write_rules(workdir / "rules", {"regeneration.window": "2s"}) if p.name == "regeneration.yml"]
+    series = []
+    for replica, text in enumerate(texts):
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in RATE_COUNTERS:
+                    labels = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted({**sample.labels, "instance": f"replica-{replica}"}.items()))
+                    series.append({"series": f"{sample.name}{{{labels}}}", "values": f"0 {sample.value:.0f}"})
+    expected = {v: truth.regeneration_rate(v) for v in ("production", "shadow")}
+    exp_samples = [{"labels": f'rag:regeneration_ratio{{variant="{v}"}}', "value": rate}
+                   for v, rate in expected.items() if rate is not None]
+    test = {"rule_files": [str(rules[0])], "evaluation_interval": "1s", "tests": [{
+        "interval": "1s", "input_series": series,
+        "promql_expr_test": [{"expr": "rag:regeneration_ratio", "eval_time": "1s", "exp_samples": exp_samples}]}]}
+    path = workdir / "regeneration_rate.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    result = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    got = re.findall(r"got: (.*)", result.stdout + result.stderr)
+    return [Check("regeneration rate (recording rule rag:regeneration_ratio)", expected,
+                  "as expected" if result.returncode == 0 else (got or (result.stdout + result.stderr)[-500:]), result.returncode == 0)]
 
 
 def _false_exclusion_estimate(traffic: Traffic, items: list[dict]) -> dict:

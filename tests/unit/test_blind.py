@@ -81,3 +81,21 @@ def test_bad_labels_are_refused_with_the_field_named(step, labels, message):
     validate = relevance_labels if step == "relevance" else answer_labels
     with pytest.raises(ValueError, match=message):
         validate(1, record("production", "x"), labels)
+
+
+def test_an_id_less_relevant_document_removed_by_the_filter_is_a_false_exclusion():
+    """The review names an id-less document by its content key; the filter's removed set must too."""
+    from rag_monitor.review.stats import is_false_exclusion
+
+    kept, dropped = Document(None, "kept text"), Document(None, "the only relevant text")
+    rec = record("production", "an answer", delivered=[kept], retrieved=[kept],
+                 filters=[FilterApplied("relevance", "", 2, 1, [], [dropped])])
+    keys = {c.content: c.key for c in candidates(5, rec)[0]}
+    labels = relevance_labels(5, rec, {"relevant": [keys["the only relevant text"]]})
+    assert is_false_exclusion(rec, labels["relevant_documents"]) is True
+    # Relevant and kept: not excluded. Relevant but removed by the entitlement filter: not eligible.
+    labels = relevance_labels(5, rec, {"relevant": [keys["kept text"], keys["the only relevant text"]]})
+    assert is_false_exclusion(rec, labels["relevant_documents"]) is False
+    entitled = record("production", "an answer", delivered=[kept], retrieved=[kept],
+                      filters=[FilterApplied("entitlement", "", 2, 1, [], [dropped])])
+    assert is_false_exclusion(entitled, relevance_labels(5, rec, {"relevant": [keys["the only relevant text"]]})["relevant_documents"]) is None

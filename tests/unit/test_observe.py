@@ -83,8 +83,28 @@ def test_regeneration_within_one_batch_and_a_resent_query_is_no_reask(sqlite_sto
     assert detector.tick() == 0  # an exporter's retry of the same query
 
 
+def test_a_click_and_the_reask_it_triggers_are_one_regenerated_query(sqlite_store):
+    from rag_monitor.store import FeedbackEvent, IngestBatch
+
+    regenerated: list[tuple[str, str, str]] = []
+    detector, signals, _, labels_of = detector_counting(sqlite_store, window_s=60, similarity=0.8)
+    detector.on_regenerated_query = lambda *labels: regenerated.append(labels)
+    asked = record(0, session_id="s", query="how do I cancel my plan", intent="billing")
+    detector.offer([asked], labels_of)
+    detector.tick()
+    click = FeedbackEvent(asked.trace_id, "regenerate", 1.0, key="click")
+    assert sqlite_store.persist_ingest(IngestBatch(feedback=[click], known_queries={asked.trace_id})).regenerated == {asked.trace_id}
+    detector.offer([record(5, session_id="s", query="How do I cancel my plan?", release="r2")], labels_of)
+    assert detector.tick() == 1
+    # The re-ask is a signal about the query it re-asks (its labels), but the click claimed it first.
+    assert signals == [("r1", "production", "billing")] and regenerated == []
+    # A re-ask of the re-ask (no click): one more regenerated query, under the re-asked one's labels.
+    detector.offer([record(9, session_id="s", query="how do I cancel my plan")], labels_of)
+    assert detector.tick() == 1 and regenerated == [("r2", "production", "unknown")]
+
+
 class UnavailableStore:
-    def swap_session_windows(self, latest):
+    def check_session_windows(self, latest, regenerated):
         raise StoreUnavailable("database is locked")
 
 

@@ -1,0 +1,43 @@
+"""Regenerations counted once: session windows name their query (trace id, labels); claimed regenerated queries.
+
+Revision ID: 0008_regenerations
+Revises: 0007_signals
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0008_regenerations"
+down_revision = "0007_signals"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    # Session windows live for the regeneration window (minutes): rows without the new columns
+    # can be dropped rather than back-filled.
+    op.execute("DELETE FROM session_windows")
+    with op.batch_alter_table("session_windows") as batch:
+        batch.add_column(sa.Column("trace_id", sa.String(32), nullable=False, server_default=""))
+        batch.add_column(sa.Column("labels", sa.Text, nullable=False, server_default="[]"))
+    with op.batch_alter_table("session_windows") as batch:
+        batch.alter_column("trace_id", server_default=None)
+        batch.alter_column("labels", server_default=None)
+    op.create_table(
+        "regenerated_queries",
+        sa.Column("trace_id", sa.String(32), nullable=False),
+        sa.Column("claimed_at", sa.Double, nullable=False),
+        sa.PrimaryKeyConstraint("trace_id", name="pk_regenerated_queries"),
+    )
+    op.create_index("ix_regenerated_queries_claimed_at", "regenerated_queries", ["claimed_at"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_regenerated_queries_claimed_at", table_name="regenerated_queries")
+    op.drop_table("regenerated_queries")
+    with op.batch_alter_table("session_windows") as batch:
+        batch.drop_column("labels")
+        batch.drop_column("trace_id")
