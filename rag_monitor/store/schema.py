@@ -61,7 +61,7 @@ review_items = sa.Table(
     # The claim holder's relevance labels (step one of the blind flow), until they submit.
     sa.Column("draft", sa.Text, nullable=True),
     # The probability the trace entered the scored sample (``score_rate``), of which the review
-    # sample is a subsample; NULL before 0008 (scored exactly when sampled for review).
+    # sample is a subsample; NULL before 0009 (scored exactly when sampled for review).
     sa.Column("score_prob", sa.Double, nullable=True),
     # Enqueueing the same trace twice (agent crash + OTLP retry) must be a no-op.
     sa.UniqueConstraint("queue", "trace_id"),

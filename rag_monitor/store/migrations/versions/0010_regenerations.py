@@ -1,7 +1,7 @@
 """Regenerations counted once: session windows name their query (trace id, labels); claimed regenerated queries.
 
-Revision ID: 0008_regenerations
-Revises: 0007_signals
+Revision ID: 0010_regenerations
+Revises: 0009_score_sample
 Create Date: 2026-12-01
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_regenerations"
-down_revision = "0007_signals"
+revision = "0010_regenerations"
+down_revision = "0009_score_sample"
 branch_labels = None
 depends_on = None
 

@@ -1,8 +1,8 @@
 """Nested samples for prediction-powered rates: each sampled trace's scoring probability, and the
 scored sample's running sums per scorer, release and variant.
 
-Revision ID: 0008_score_sample
-Revises: 0007_signals
+Revision ID: 0009_score_sample
+Revises: 0008_login_throttle
 Create Date: 2026-12-01
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_score_sample"
-down_revision = "0007_signals"
+revision = "0009_score_sample"
+down_revision = "0008_login_throttle"
 branch_labels = None
 depends_on = None
 
