@@ -72,6 +72,10 @@ _VECTOR_SUFFIX = "." + sc.EMBEDDING_VECTOR
 # bounded by entries and by length, and cleared whole when full (atomic under the GIL).
 CLEAN_CACHE_ENTRIES = 4096
 CLEAN_CACHE_MAX_CHARS = 4096
+# ``\u0040``-style escapes (any number of backslashes: JSON inside JSON) can hide PII from the
+# rules; text that is not valid JSON (cut short) is read with them decoded. Surrogates stay
+# escaped: a lone one cannot be encoded again.
+_ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})")
 
 
 class Redactor:
@@ -101,6 +105,8 @@ class Redactor:
         self._gated = not use_presidio and all(r.needs_number or r.requires for r in self.rules)
         self._gate_substrings = tuple(sorted({r.requires for r in self.rules if r.requires and not r.needs_number}))
         self._clean: dict[str, None] = {}
+        self._clean_keys: dict[str, None] = {}
+        """Attribute keys found clean: few and repeated, kept apart so document texts never evict them."""
         if use_presidio:
             try:
                 from presidio_analyzer import AnalyzerEngine
@@ -133,8 +139,9 @@ class Redactor:
         )
 
     def redact_text(self, text: str) -> tuple[str, Counter[str]]:
+        """Free text as a span's strings are redacted (JSON inside walked, escapes decoded)."""
         counts: Counter[str] = Counter()
-        return self._redact(text, counts), counts
+        return self._string(text, counts), counts
 
     def _redact(self, text: str, counts: Counter[str]) -> str:
         if len(text) < self._min_chars or text in self._clean:
@@ -156,9 +163,9 @@ class Redactor:
         return redacted
 
     def _remember_clean(self, text: str) -> None:
-        # JSON with escapes is walked by ``_string`` even when the raw text looks clean: never
+        # Text with escapes is decoded by ``_string`` even when the raw text looks clean: never
         # remembered, so a remembered text is clean for every caller.
-        if len(text) <= CLEAN_CACHE_MAX_CHARS and not (text[:1] in "{[" and "\\u" in text):
+        if len(text) <= CLEAN_CACHE_MAX_CHARS and "\\u" not in text:
             if len(self._clean) >= CLEAN_CACHE_ENTRIES:
                 self._clean.clear()
             self._clean[text] = None
@@ -245,8 +252,13 @@ class Redactor:
             self._attributes(scope.attributes, counts)
 
     def _attributes(self, attrs: dict[str, Any], counts: Counter[str]) -> None:
-        min_chars, clean = self._min_chars, self._clean
+        min_chars, clean, clean_keys = self._min_chars, self._clean, self._clean_keys
+        renamed: dict[str, str] = {}
         for key, value in attrs.items():
+            if key not in clean_keys and len(key) >= min_chars:
+                cleaned_key = self._key(key, counts)
+                if cleaned_key != key:
+                    renamed[key] = cleaned_key
             kind = type(value)
             if kind is str:
                 if len(value) < min_chars or key in _VOCABULARY_KEYS or value in clean:
@@ -260,6 +272,23 @@ class Redactor:
                 cleaned = self._value(value, counts)
             if cleaned is not value:
                 attrs[key] = cleaned
+        if renamed:
+            _rename_keys(attrs, renamed)
+
+    def _key(self, key: str, counts: Counter[str]) -> str:
+        """An attribute or JSON object key, redacted like free text (clean keys remembered apart)."""
+        if key in self._clean_keys or len(key) < self._min_chars:
+            return key
+        found: Counter[str] = Counter()
+        cleaned = self._string(key, found)
+        if not found:
+            if len(self._clean_keys) >= CLEAN_CACHE_ENTRIES:
+                self._clean_keys.clear()
+            if "\\u" not in key:
+                self._clean_keys[key] = None
+            return key
+        counts.update(found)
+        return cleaned
 
     def _value(self, value: Any, counts: Counter[str]) -> Any:
         """A redacted copy of any attribute value (or the value itself when it is clean)."""
@@ -285,14 +314,30 @@ class Redactor:
         """Free text; a JSON document inside it is walked, so ids and escaped text are covered too."""
         if len(text) < self._min_chars:
             return text
+        if "\\u" in text:  # escapes that could hide PII
+            return self._escaped(text, counts)
         if text[:1] not in "{[":
             return self._redact(text, counts)
         found: Counter[str] = Counter()
         redacted = self._redact(text, found)
-        if found or "\\u" in text:  # PII, or escapes that could hide it: read it as JSON
+        if found:  # read it as JSON, so identifiers inside become pseudonyms
             walked = self._json(text, counts)
             if walked is not None:
                 return walked
+        counts.update(found)
+        return redacted
+
+    def _escaped(self, text: str, counts: Counter[str]) -> str:
+        """Text with ``\\uXXXX`` escapes: walked as JSON when it is; otherwise (JSON cut short, a
+        log line) read with the escapes decoded, and returned decoded and redacted if that finds PII."""
+        if text[:1] in "{[":
+            walked = self._json(text, counts)
+            if walked is not None:
+                return walked
+        found: Counter[str] = Counter()
+        redacted = self._redact(_decode_escapes(text), found)
+        if not found:
+            return text
         counts.update(found)
         return redacted
 
@@ -313,7 +358,8 @@ class Redactor:
     def _json_value(self, value: Any, counts: Counter[str]) -> Any:
         if isinstance(value, dict):
             return {
-                k: self._identifier(v, counts) if k in _JSON_ID_KEYS else self._json_value(v, counts)
+                self._key(k, counts) if type(k) is str else k:
+                    self._identifier(v, counts) if k in _JSON_ID_KEYS else self._json_value(v, counts)
                 for k, v in value.items()
             }
         if isinstance(value, list):
@@ -328,7 +374,8 @@ class Redactor:
             if len(value) < self._min_chars or value in self._clean:
                 return value
             found: Counter[str] = Counter()
-            if self._redact(value, found) is value and not found:
+            self._string(value, found)
+            if not found:
                 return value
             counts.update(found)
             return self.pseudonym(value)
@@ -374,3 +421,25 @@ class Redactor:
         if document.content:
             document.content = self._string(document.content, counts)
         document.metadata = self._json_value(document.metadata, counts)
+
+
+def _decode_escapes(text: str) -> str:
+    def char(match: re.Match[str]) -> str:
+        code = int(match.group(1), 16)
+        return match.group(0) if 0xD800 <= code <= 0xDFFF else chr(code)
+
+    return _ESCAPE.sub(char, text)
+
+
+def _rename_keys(attrs: dict[str, Any], renamed: dict[str, str]) -> None:
+    """Rename keys in place, in order; two keys that redact alike both stay (``#2``, ``#3``)."""
+    items = list(attrs.items())
+    attrs.clear()
+    for key, value in items:
+        new = renamed.get(key, key)
+        if new in attrs:
+            n = 2
+            while f"{new}#{n}" in attrs:
+                n += 1
+            new = f"{new}#{n}"
+        attrs[new] = value
