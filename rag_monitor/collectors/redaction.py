@@ -29,13 +29,21 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rag_monitor import semconv as sc
 from rag_monitor.collectors.otlp import Span
 from rag_monitor.collectors.pseudonyms import Pseudonyms
+from rag_monitor.collectors.redaction_keys import (
+    ID_KEYS as _ID_KEYS,
+    ID_SUFFIX as _ID_SUFFIX,
+    JSON_ID_KEYS as _JSON_ID_KEYS,
+    VECTOR_SUFFIX as _VECTOR_SUFFIX,
+    VOCABULARY_KEYS as _VOCABULARY_KEYS,
+    rename_keys,
+)
 from rag_monitor.collectors.redaction_rules import (
     BUILTIN_RULES,
     MIN_PII_CHARS,
     RedactionRule,
+    decode_escapes,
     has_number,
     iban_valid,
     luhn_valid,
@@ -44,38 +52,12 @@ from rag_monitor.record import Document, QueryRecord
 
 __all__ = ["RedactionRule", "Redactor", "iban_valid", "luhn_valid"]
 
-# Controlled vocabulary, never free text and never personal: skipped cheaply.
-_VOCABULARY_KEYS = frozenset(
-    {
-        sc.OPENINFERENCE_SPAN_KIND, sc.RAG_STAGE, sc.RAG_VARIANT, sc.RAG_RELEASE, sc.RAG_FILTER_KIND,
-        sc.LLM_MODEL_NAME, sc.LLM_PROVIDER, sc.EMBEDDING_MODEL_NAME, sc.RERANKER_MODEL_NAME, sc.GEN_AI_REQUEST_MODEL,
-        sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME,
-        sc.INPUT_MIME_TYPE, sc.OUTPUT_MIME_TYPE, sc.RAG_SHADOW_OF, sc.RAG_SHADOW_CANDIDATE, sc.RAG_CONTENT_HIDDEN,
-    }
-)
-# Identifiers (a string or an array of them): pseudonymised whole when they contain PII.
-_ID_KEYS = frozenset(
-    {
-        sc.SESSION_ID, sc.USER_ID, sc.GEN_AI_CONVERSATION_ID, sc.RAG_TENANT, sc.RAG_CITATIONS,
-        sc.RAG_CONTEXT_DOCUMENT_IDS, sc.RAG_FILTER_EXCLUDED_IDS,
-        sc.RAG_INDEX_DOCUMENT_ID,  # the same pseudonym as the retrieved document's id, so versions still join
-    }
-)
-_ID_SUFFIX = "." + sc.DOCUMENT_ID
-# Keys of JSON objects (document metadata, gen_ai.retrieval.documents) that hold an identifier:
-# a document's id may come from its metadata, and must match its citations.
-_JSON_ID_KEYS = frozenset({"id", "doc_id", "document_id", "source", "file_name", "url", "session_id", "user_id"})
-_VECTOR_SUFFIX = "." + sc.EMBEDDING_VECTOR
 # Texts found clean are remembered, by value: RAG traffic repeats its text (a chunk retrieved
 # for many queries, the reranker's copy of the retriever's documents, span names), and scanning
 # is most of redaction's cost. Only clean text is kept, so the cache never holds PII; it is
 # bounded by entries and by length, and cleared whole when full (atomic under the GIL).
 CLEAN_CACHE_ENTRIES = 4096
 CLEAN_CACHE_MAX_CHARS = 4096
-# ``\u0040``-style escapes (any number of backslashes: JSON inside JSON) can hide PII from the
-# rules; text that is not valid JSON (cut short) is read with them decoded. Surrogates stay
-# escaped: a lone one cannot be encoded again.
-_ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})")
 
 
 class Redactor:
@@ -273,7 +255,7 @@ class Redactor:
             if cleaned is not value:
                 attrs[key] = cleaned
         if renamed:
-            _rename_keys(attrs, renamed)
+            rename_keys(attrs, renamed)
 
     def _key(self, key: str, counts: Counter[str]) -> str:
         """An attribute or JSON object key, redacted like free text (clean keys remembered apart)."""
@@ -335,7 +317,7 @@ class Redactor:
             if walked is not None:
                 return walked
         found: Counter[str] = Counter()
-        redacted = self._redact(_decode_escapes(text), found)
+        redacted = self._redact(decode_escapes(text), found)
         if not found:
             return text
         counts.update(found)
@@ -422,24 +404,3 @@ class Redactor:
             document.content = self._string(document.content, counts)
         document.metadata = self._json_value(document.metadata, counts)
 
-
-def _decode_escapes(text: str) -> str:
-    def char(match: re.Match[str]) -> str:
-        code = int(match.group(1), 16)
-        return match.group(0) if 0xD800 <= code <= 0xDFFF else chr(code)
-
-    return _ESCAPE.sub(char, text)
-
-
-def _rename_keys(attrs: dict[str, Any], renamed: dict[str, str]) -> None:
-    """Rename keys in place, in order; two keys that redact alike both stay (``#2``, ``#3``)."""
-    items = list(attrs.items())
-    attrs.clear()
-    for key, value in items:
-        new = renamed.get(key, key)
-        if new in attrs:
-            n = 2
-            while f"{new}#{n}" in attrs:
-                n += 1
-            new = f"{new}#{n}"
-        attrs[new] = value

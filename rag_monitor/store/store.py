@@ -22,7 +22,7 @@ from .probes import ProbeStates
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
 from .sessions import SessionMethods, Sessions
-from .versions import MIGRATIONS_DIR, SchemaState, SchemaVersions
+from .versions import SchemaState, SchemaVersions
 from .workflow import ReviewWorkflow
 
 
