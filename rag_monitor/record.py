@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import functools
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -193,16 +199,41 @@ class QueryRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> QueryRecord:
-        """Inverse of ``to_dict``; unknown keys are ignored so old rows still load."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["stages"] = [StageTiming(**s) for s in kwargs.get("stages", [])]
-        kwargs["filters"] = [
-            FilterApplied(**{**f, "excluded_documents": [Document(**d) for d in f.get("excluded_documents", [])]})
-            for f in kwargs.get("filters", [])
-        ]
-        kwargs["retrieved"] = [Document(**d) for d in kwargs.get("retrieved", [])]
-        kwargs["delivered"] = [Document(**d) for d in kwargs.get("delivered", [])]
-        kwargs["feedback"] = [Feedback(**f) for f in kwargs.get("feedback", [])]
-        kwargs["model_calls"] = [ModelCall(**c) for c in kwargs.get("model_calls", [])]
-        return cls(**kwargs)
+        """Inverse of ``to_dict``. Keys this version does not know are ignored at every depth, so a
+        replica reads what a newer one wrote during a rolling upgrade (and old rows still load)."""
+        return from_mapping(cls, data)
+
+
+def from_mapping(cls: type[T], data: dict[str, Any]) -> T:
+    """A dataclass (and the dataclasses in its fields) from a JSON-like dict, unknown keys ignored.
+
+    Fields are typed ``X``, ``X | None``, ``list[X]`` or ``tuple[X, ...]`` for a dataclass ``X``;
+    anything else is taken as it is.
+    """
+    fields = _field_builders(cls)
+    return cls(**{k: fields[k](v) for k, v in data.items() if k in fields})
+
+
+@functools.cache
+def _field_builders(cls: type) -> dict[str, Callable[[Any], Any]]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: _builder(hints[f.name]) for f in dataclasses.fields(cls)}
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _builder(hint: Any) -> Callable[[Any], Any]:
+    if dataclasses.is_dataclass(hint):
+        return lambda value: from_mapping(hint, value) if isinstance(value, dict) else value
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    origin = typing.get_origin(hint)
+    if origin in (list, tuple) and args:
+        item = _builder(args[0])
+        if item is _identity:
+            return _identity
+        return lambda value: type(value)(item(v) for v in value) if isinstance(value, (list, tuple)) else value
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        return _builder(args[0])
+    return _identity

@@ -230,6 +230,7 @@ class Agent:
         self.registry.register(self.shadow_metrics)
         self.review_app = ReviewApp(
             self.store, self.reviewers, claim_s=s.review_claim_s, on_review=self._on_review,
+            redact_text=lambda text: self.redactor.redact_text(text)[0],
             external=ExternalView.parse(s.trusted_proxies, s.review_external_url),
             double_share=s.review_double_share, guidelines=s.review_guidelines,
         )

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from rag_monitor.cli.common import store_from_args
 from rag_monitor.cli.signals import drift_reference, drift_report, probes_command, shadow_report_command
+from rag_monitor.cli.store import add_store_commands
 
 
 def _agent(args: argparse.Namespace) -> int:
@@ -23,7 +24,11 @@ def _agent(args: argparse.Namespace) -> int:
     limit_native_threads(settings.torch_threads)
     from rag_monitor.agent.service import Agent  # after the thread limits: numpy reads them on import
 
-    Agent(settings).run()
+    agent = Agent(settings)
+    # Opened (and the store migrated) before the servers start: a store this version cannot use
+    # ends the command with one line (``SchemaMismatch``), not a traceback from the server's startup.
+    agent.open()
+    agent.run()
     return 0
 
 
@@ -258,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     shadow_cmd.add_argument("--scorer", help="faithfulness scorer whose labels count (default: the one with most scores)")
     shadow_cmd.add_argument("--json", action="store_true", help="print JSON instead of text")
     shadow_cmd.set_defaults(run=shadow_report_command)
+
+    add_store_commands(sub, _store_options)
 
     # `demo` is dispatched in main() before parsing; listed here for --help.
     sub.add_parser("demo", help="the sample RAG app, scripted traffic and the agent on the embedded default (see `rag-monitor demo --help`)")

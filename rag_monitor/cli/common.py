@@ -5,12 +5,23 @@ from __future__ import annotations
 import argparse
 
 
-def store_from_args(args: argparse.Namespace):
+def store_from_args(args: argparse.Namespace, *, migrate: bool = False):
+    """The settings and the store the options name. Reports never migrate: a store whose schema
+    is not this version's raises ``SchemaMismatch`` (one line saying what to run)."""
     from rag_monitor.settings import load_settings
     from rag_monitor.store import open_store
 
     settings = load_settings(args.config, overrides={"data_dir": args.data_dir, "store_url": args.store_url})
-    return settings, open_store(settings.resolved_store_url())
+    url = settings.resolved_store_url()
+    if url.startswith("sqlite:///") and not migrate:
+        from pathlib import Path
+
+        from rag_monitor.store import SchemaMismatch
+
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.exists():  # SQLite would create an empty one
+            raise SchemaMismatch(f"no store at {path} yet: start the agent or run `rag-monitor store migrate`")
+    return settings, open_store(url, migrate=migrate)
 
 
 def format_utc(t: float) -> str:

@@ -29,13 +29,21 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rag_monitor import semconv as sc
 from rag_monitor.collectors.otlp import Span
 from rag_monitor.collectors.pseudonyms import Pseudonyms
+from rag_monitor.collectors.redaction_keys import (
+    ID_KEYS as _ID_KEYS,
+    ID_SUFFIX as _ID_SUFFIX,
+    JSON_ID_KEYS as _JSON_ID_KEYS,
+    VECTOR_SUFFIX as _VECTOR_SUFFIX,
+    VOCABULARY_KEYS as _VOCABULARY_KEYS,
+    rename_keys,
+)
 from rag_monitor.collectors.redaction_rules import (
     BUILTIN_RULES,
     MIN_PII_CHARS,
     RedactionRule,
+    decode_escapes,
     has_number,
     iban_valid,
     luhn_valid,
@@ -44,28 +52,6 @@ from rag_monitor.record import Document, QueryRecord
 
 __all__ = ["RedactionRule", "Redactor", "iban_valid", "luhn_valid"]
 
-# Controlled vocabulary, never free text and never personal: skipped cheaply.
-_VOCABULARY_KEYS = frozenset(
-    {
-        sc.OPENINFERENCE_SPAN_KIND, sc.RAG_STAGE, sc.RAG_VARIANT, sc.RAG_RELEASE, sc.RAG_FILTER_KIND,
-        sc.LLM_MODEL_NAME, sc.LLM_PROVIDER, sc.EMBEDDING_MODEL_NAME, sc.RERANKER_MODEL_NAME, sc.GEN_AI_REQUEST_MODEL,
-        sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_SYSTEM, sc.GEN_AI_PROVIDER_NAME,
-        sc.INPUT_MIME_TYPE, sc.OUTPUT_MIME_TYPE, sc.RAG_SHADOW_OF, sc.RAG_SHADOW_CANDIDATE, sc.RAG_CONTENT_HIDDEN,
-    }
-)
-# Identifiers (a string or an array of them): pseudonymised whole when they contain PII.
-_ID_KEYS = frozenset(
-    {
-        sc.SESSION_ID, sc.USER_ID, sc.GEN_AI_CONVERSATION_ID, sc.RAG_TENANT, sc.RAG_CITATIONS,
-        sc.RAG_CONTEXT_DOCUMENT_IDS, sc.RAG_FILTER_EXCLUDED_IDS,
-        sc.RAG_INDEX_DOCUMENT_ID,  # the same pseudonym as the retrieved document's id, so versions still join
-    }
-)
-_ID_SUFFIX = "." + sc.DOCUMENT_ID
-# Keys of JSON objects (document metadata, gen_ai.retrieval.documents) that hold an identifier:
-# a document's id may come from its metadata, and must match its citations.
-_JSON_ID_KEYS = frozenset({"id", "doc_id", "document_id", "source", "file_name", "url", "session_id", "user_id"})
-_VECTOR_SUFFIX = "." + sc.EMBEDDING_VECTOR
 # Texts found clean are remembered, by value: RAG traffic repeats its text (a chunk retrieved
 # for many queries, the reranker's copy of the retriever's documents, span names), and scanning
 # is most of redaction's cost. Only clean text is kept, so the cache never holds PII; it is
@@ -101,6 +87,8 @@ class Redactor:
         self._gated = not use_presidio and all(r.needs_number or r.requires for r in self.rules)
         self._gate_substrings = tuple(sorted({r.requires for r in self.rules if r.requires and not r.needs_number}))
         self._clean: dict[str, None] = {}
+        self._clean_keys: dict[str, None] = {}
+        """Attribute keys found clean: few and repeated, kept apart so document texts never evict them."""
         if use_presidio:
             try:
                 from presidio_analyzer import AnalyzerEngine
@@ -133,8 +121,9 @@ class Redactor:
         )
 
     def redact_text(self, text: str) -> tuple[str, Counter[str]]:
+        """Free text as a span's strings are redacted (JSON inside walked, escapes decoded)."""
         counts: Counter[str] = Counter()
-        return self._redact(text, counts), counts
+        return self._string(text, counts), counts
 
     def _redact(self, text: str, counts: Counter[str]) -> str:
         if len(text) < self._min_chars or text in self._clean:
@@ -156,9 +145,9 @@ class Redactor:
         return redacted
 
     def _remember_clean(self, text: str) -> None:
-        # JSON with escapes is walked by ``_string`` even when the raw text looks clean: never
+        # Text with escapes is decoded by ``_string`` even when the raw text looks clean: never
         # remembered, so a remembered text is clean for every caller.
-        if len(text) <= CLEAN_CACHE_MAX_CHARS and not (text[:1] in "{[" and "\\u" in text):
+        if len(text) <= CLEAN_CACHE_MAX_CHARS and "\\u" not in text:
             if len(self._clean) >= CLEAN_CACHE_ENTRIES:
                 self._clean.clear()
             self._clean[text] = None
@@ -245,8 +234,13 @@ class Redactor:
             self._attributes(scope.attributes, counts)
 
     def _attributes(self, attrs: dict[str, Any], counts: Counter[str]) -> None:
-        min_chars, clean = self._min_chars, self._clean
+        min_chars, clean, clean_keys = self._min_chars, self._clean, self._clean_keys
+        renamed: dict[str, str] = {}
         for key, value in attrs.items():
+            if key not in clean_keys and len(key) >= min_chars:
+                cleaned_key = self._key(key, counts)
+                if cleaned_key != key:
+                    renamed[key] = cleaned_key
             kind = type(value)
             if kind is str:
                 if len(value) < min_chars or key in _VOCABULARY_KEYS or value in clean:
@@ -260,6 +254,23 @@ class Redactor:
                 cleaned = self._value(value, counts)
             if cleaned is not value:
                 attrs[key] = cleaned
+        if renamed:
+            rename_keys(attrs, renamed)
+
+    def _key(self, key: str, counts: Counter[str]) -> str:
+        """An attribute or JSON object key, redacted like free text (clean keys remembered apart)."""
+        if key in self._clean_keys or len(key) < self._min_chars:
+            return key
+        found: Counter[str] = Counter()
+        cleaned = self._string(key, found)
+        if not found:
+            if len(self._clean_keys) >= CLEAN_CACHE_ENTRIES:
+                self._clean_keys.clear()
+            if "\\u" not in key:
+                self._clean_keys[key] = None
+            return key
+        counts.update(found)
+        return cleaned
 
     def _value(self, value: Any, counts: Counter[str]) -> Any:
         """A redacted copy of any attribute value (or the value itself when it is clean)."""
@@ -285,14 +296,30 @@ class Redactor:
         """Free text; a JSON document inside it is walked, so ids and escaped text are covered too."""
         if len(text) < self._min_chars:
             return text
+        if "\\u" in text:  # escapes that could hide PII
+            return self._escaped(text, counts)
         if text[:1] not in "{[":
             return self._redact(text, counts)
         found: Counter[str] = Counter()
         redacted = self._redact(text, found)
-        if found or "\\u" in text:  # PII, or escapes that could hide it: read it as JSON
+        if found:  # read it as JSON, so identifiers inside become pseudonyms
             walked = self._json(text, counts)
             if walked is not None:
                 return walked
+        counts.update(found)
+        return redacted
+
+    def _escaped(self, text: str, counts: Counter[str]) -> str:
+        """Text with ``\\uXXXX`` escapes: walked as JSON when it is; otherwise (JSON cut short, a
+        log line) read with the escapes decoded, and returned decoded and redacted if that finds PII."""
+        if text[:1] in "{[":
+            walked = self._json(text, counts)
+            if walked is not None:
+                return walked
+        found: Counter[str] = Counter()
+        redacted = self._redact(decode_escapes(text), found)
+        if not found:
+            return text
         counts.update(found)
         return redacted
 
@@ -313,7 +340,8 @@ class Redactor:
     def _json_value(self, value: Any, counts: Counter[str]) -> Any:
         if isinstance(value, dict):
             return {
-                k: self._identifier(v, counts) if k in _JSON_ID_KEYS else self._json_value(v, counts)
+                self._key(k, counts) if type(k) is str else k:
+                    self._identifier(v, counts) if k in _JSON_ID_KEYS else self._json_value(v, counts)
                 for k, v in value.items()
             }
         if isinstance(value, list):
@@ -328,7 +356,8 @@ class Redactor:
             if len(value) < self._min_chars or value in self._clean:
                 return value
             found: Counter[str] = Counter()
-            if self._redact(value, found) is value and not found:
+            self._string(value, found)
+            if not found:
                 return value
             counts.update(found)
             return self.pseudonym(value)
@@ -374,3 +403,4 @@ class Redactor:
         if document.content:
             document.content = self._string(document.content, counts)
         document.metadata = self._json_value(document.metadata, counts)
+

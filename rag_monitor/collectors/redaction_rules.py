@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BUILTIN_RULES", "MIN_PII_CHARS", "NUMBER_HINT", "RedactionRule", "has_number", "iban_valid", "luhn_valid"]
+__all__ = ["BUILTIN_RULES", "MIN_PII_CHARS", "NUMBER_HINT", "RedactionRule", "decode_escapes", "has_number", "iban_valid", "luhn_valid"]
 
 
 def luhn_valid(digits: str) -> bool:
@@ -186,3 +186,18 @@ BUILTIN_RULES: tuple[RedactionRule, ...] = (
         needs_number=True,
     ),
 )
+
+# ``\u0040``-style escapes (any number of backslashes: JSON inside JSON) can hide PII from the
+# rules; text that is not valid JSON (cut short) is read with them decoded. Surrogates stay
+# escaped: a lone one cannot be encoded again.
+_ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})")
+
+
+def decode_escapes(text: str) -> str:
+    """``text`` with its ``\\uXXXX`` escapes decoded (surrogates left escaped)."""
+
+    def char(match: re.Match[str]) -> str:
+        code = int(match.group(1), 16)
+        return match.group(0) if 0xD800 <= code <= 0xDFFF else chr(code)
+
+    return _ESCAPE.sub(char, text)

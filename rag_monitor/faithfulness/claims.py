@@ -16,6 +16,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from rag_monitor.record import from_mapping
+
 SUPPORTED = "supported"
 CONTRADICTED = "contradicted"
 NOT_IN_CONTEXT = "not_in_context"
@@ -63,7 +65,8 @@ def claims_json(claims: Sequence[Claim]) -> str | None:
 def claims_from_json(text: str | None) -> tuple[Claim, ...]:
     if not text:
         return ()
-    return tuple(Claim(**row) for row in json.loads(text))
+    # Unknown keys (a newer replica's) are ignored: readers one version behind keep working.
+    return tuple(from_mapping(Claim, row) for row in json.loads(text))
 
 
 def explanation(claims: Sequence[Claim], limit: int = EXPLANATION_LIMIT) -> str | None:

@@ -33,6 +33,8 @@ from rag_monitor.record import Document, QueryRecord, document_key
 REASONS = ("wrong", "incomplete", "off-topic", "harmful", "slow")
 TRISTATE = ("yes", "no", "unsure")
 MAX_TEXT = 4000
+TYPED_LABELS = ("note", "corrected_answer")
+"""Labels the reviewer types freely: redacted like spans before they are stored."""
 
 # Embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), marks (LRM, RLM, ALM):
 # shown as their code point, so a question cannot reorder what the reviewer reads.
@@ -178,8 +180,8 @@ def answer_labels(item_id: int, record: QueryRecord, body: Any, paired: QueryRec
     if not isinstance(reasons, list) or any(r not in REASONS for r in reasons):
         raise ValueError(f"reasons must be a list drawn from {REASONS}")
     out["reasons"] = sorted(set(reasons))
-    out["note"] = _text(body, "note")
-    out["corrected_answer"] = _text(body, "corrected_answer")
+    for name in TYPED_LABELS:
+        out[name] = _text(body, name)
     if paired is not None:
         preferred = body.get("preferred")
         if preferred not in ("A", "B", "tie", None):

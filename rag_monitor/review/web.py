@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -33,7 +34,7 @@ from starlette.routing import Route
 from rag_monitor.record import QueryRecord
 from rag_monitor.review.agreement import agreement_by_label
 from rag_monitor.review.auth import LoginThrottle, Reviewer, Reviewers, csrf_matches, hash_token, new_session_id
-from rag_monitor.review.blind import REASONS, TRISTATE, answer_labels, answer_view, neutralise, relevance_labels, relevance_view
+from rag_monitor.review.blind import REASONS, TRISTATE, TYPED_LABELS, answer_labels, answer_view, neutralise, relevance_labels, relevance_view
 from rag_monitor.review.guidelines import load_guidelines
 from rag_monitor.review.proxy import ExternalView
 from rag_monitor.templating import render
@@ -69,14 +70,19 @@ def needs_second_review(trace_id: str, share: float) -> bool:
 
 
 class ReviewApp:
-    """Routes of the review page; ``on_review(item, labels)`` runs after each stored review."""
+    """Routes of the review page; ``on_review(item, labels)`` runs after each stored review.
+
+    ``redact_text``: what reviewers type (notes, corrected answers, skip reasons) goes through it
+    before it is stored: the agent passes its span redactor, so the rules and pseudonyms are the same.
+    """
 
     def __init__(self, store, reviewers: Reviewers, claim_s: float = 900.0, on_review=None, *,
-                 external: ExternalView | None = None, double_share: float = 0.0, guidelines: str = "",
-                 throttle: LoginThrottle | None = None):
+                 redact_text: Callable[[str], str], external: ExternalView | None = None,
+                 double_share: float = 0.0, guidelines: str = "", throttle: LoginThrottle | None = None):
         if not 0.0 <= double_share <= 1.0:
             raise ValueError(f"review_double_share must be within [0, 1], got {double_share!r}")
         self.store = store
+        self.redact_text = redact_text
         self.reviewers = reviewers
         self.claim_s = claim_s
         self.on_review = on_review
@@ -265,6 +271,9 @@ class ReviewApp:
             paired = self._paired(item, reviewer)
             swap = paired is not None and self._swapped(item)
             labels = {**item.draft, **answer_labels(item.id, item.query_record, body, paired, swap)}
+            for name in TYPED_LABELS:
+                if labels.get(name):
+                    labels[name] = self.redact_text(labels[name])
             needed = 2 if needs_second_review(item.trace_id, self.double_share) else 1
             self.store.submit_review(item.id, reviewer.name, labels, reviews_needed=needed)
         except ValueError as exc:
@@ -285,7 +294,7 @@ class ReviewApp:
         if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
             return _error(400, "reason must be a non-empty string of at most 500 characters")
         try:
-            self.store.skip_item(item.id, reviewer.name, reason.strip())
+            self.store.skip_item(item.id, reviewer.name, self.redact_text(reason.strip()))
         except ClaimError as exc:
             return _error(409, str(exc))
         return _json({"ok": True})

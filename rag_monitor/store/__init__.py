@@ -9,7 +9,7 @@ the package::
 
 from .coordination import SessionQuery
 from .engine import default_sqlite_url
-from .errors import ClaimError, NotFound, ReservoirMismatch, StoreError, StoreUnavailable
+from .errors import ClaimError, NotFound, ReservoirMismatch, SchemaMismatch, StoreError, StoreUnavailable
 from .ingest import IngestBatch, IngestOutcome, QueueWrite
 from .models import (
     DriftRun, FeedbackEvent, Release, ReservoirInfo, ReservoirItem, ReservoirWindow, Review, ReviewItem, ReviewSession, Score,
@@ -36,6 +36,7 @@ __all__ = [
     "Review",
     "ReviewItem",
     "ReviewSession",
+    "SchemaMismatch",
     "Score",
     "SessionQuery",
     "Store",

@@ -24,3 +24,7 @@ class ClaimError(StoreError):
 
 class ReservoirMismatch(StoreError, ValueError):
     """Items do not fit the reservoir (other embedding model, dimension or kind)."""
+
+
+class SchemaMismatch(StoreError):
+    """The store's schema revision is not this package's: the message says which is newer and what to run."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -26,11 +25,9 @@ from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
 from .sessions import SessionMethods, Sessions
 from .throttle import LoginCounters
+from .versions import SchemaState, SchemaVersions
 from .workflow import ReviewWorkflow
 
-MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-# Any constant: replicas starting together take it so only one runs the migrations.
-_MIGRATION_LOCK_KEY = 0x7261676D6F6E
 
 
 class Store(CoordinationMethods, SessionMethods):
@@ -85,6 +82,7 @@ class Store(CoordinationMethods, SessionMethods):
         self._pending = PendingSpans(self._db)
         self.index_documents = IndexDocuments(self._db)
         """Each document's newest searchable version (index events; the stale-index share)."""
+        self._versions = SchemaVersions(self._db)
         self.probes = ProbeStates(self._db)
         """Neighbour-stability probes: baselines, runs, announced index changes (``store/probes.py``)."""
 
@@ -101,19 +99,23 @@ class Store(CoordinationMethods, SessionMethods):
     # --- lifecycle ------------------------------------------------------------------------
 
     def migrate(self) -> str:
-        """Upgrade the schema to the packaged head revision; returns that revision."""
-        from alembic import command
-        from alembic.config import Config
-        from alembic.script import ScriptDirectory
+        """Upgrade the schema to the packaged head revision; returns that revision.
 
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS_DIR))
-        with self._db.write() as conn:
-            if not self._db.is_sqlite:  # SQLite's BEGIN IMMEDIATE already excludes other migrators
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
-            config.attributes["connection"] = conn
-            command.upgrade(config, "head")
-        return ScriptDirectory.from_config(config).get_current_head()
+        Raises ``SchemaMismatch`` (one line: what to run) when a newer rag-monitor migrated the store.
+        """
+        return self._versions.upgrade()
+
+    def schema_state(self) -> SchemaState:
+        """The store's schema revision against this package's (``store/versions.py``)."""
+        return self._versions.state()
+
+    def require_schema(self) -> None:
+        """Raise ``SchemaMismatch`` unless the schema is at this package's head; never migrates."""
+        self._versions.require_head()
+
+    def downgrade(self, to: str | None = None) -> tuple[str, ...]:
+        """Back one revision (or to ``to``); returns the revisions stamped afterwards."""
+        return self._versions.downgrade(to)
 
     def ping(self) -> None:
         """Raise ``StoreUnavailable`` unless the database answers."""
@@ -395,12 +397,14 @@ class Store(CoordinationMethods, SessionMethods):
 
 
 def open_store(url: str, *, migrate: bool = True, **options: Any) -> Store:
-    """A ``Store`` with its schema upgraded (unless ``migrate=False``)."""
+    """A ``Store`` with its schema upgraded; ``migrate=False``: checked instead (``SchemaMismatch``).
+
+    Only the agent's start and ``rag-monitor store migrate`` upgrade: commands check.
+    """
     store = Store(url, **options)
-    if migrate:
-        try:
-            store.migrate()
-        except BaseException:
-            store.close()
-            raise
+    try:
+        store.migrate() if migrate else store.require_schema()
+    except BaseException:
+        store.close()
+        raise
     return store

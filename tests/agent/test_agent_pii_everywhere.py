@@ -158,3 +158,52 @@ def test_seeded_pii_survives_in_no_sink_from_no_field(start_agent, sink):
     assert "<EMAIL>" in forwarded and "lib.maintainer" in forwarded and "cache miss for <EMAIL>" in forwarded
     assert not leaks(forwarded)
     assert not leaks(agent.scrape())
+
+
+def _kv(key: str, value) -> dict:
+    if isinstance(value, dict):
+        return {"key": key, "value": {"kvlistValue": {"values": [_kv(k, v) for k, v in value.items()]}}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def test_pii_in_attribute_keys_kvlist_keys_and_escaped_truncated_json_is_forwarded_redacted(start_agent, sink):
+    """Raw OTLP JSON (what any exporter may send): PII in keys at every level, and behind
+    ``\\u0040`` escapes in a string that is JSON cut short; through the forwarder to a local sink."""
+    import time
+    import urllib.request
+
+    now_ns = time.time_ns()
+    agent = start_agent(phoenix_url=sink.url, sampling_config="")
+    escaped_email = EMAIL.replace("@", "\\u0040")
+    attributes = [
+        _kv(sc.OPENINFERENCE_SPAN_KIND, "CHAIN"), _kv(sc.INPUT_VALUE, "what is my balance?"),
+        _kv(sc.OUTPUT_VALUE, '{"answer": "we wrote to ' + escaped_email + '", "cut": "sho'),
+        _kv(f"customer {EMAIL}", "vip"),
+        _kv("app.context", {f"owner {EMAIL2}": {f"card {CARD}": "on file", "plain": f"call {PHONE}"}}),
+    ]
+    body = {"resourceSpans": [{
+        "resource": {"attributes": [_kv("service.name", "raw-app"), _kv(f"contact {PHONE2}", "x")]},
+        "scopeSpans": [{"scope": {"name": "raw"}, "spans": [{
+            "traceId": "ab" * 16, "spanId": "cd" * 8, "name": "rag_chain", "kind": 1,
+            "startTimeUnixNano": str(now_ns - 10**9), "endTimeUnixNano": str(now_ns),
+            "attributes": attributes,
+            "events": [{"timeUnixNano": str(now_ns - 10**8), "name": "retry",
+                        "attributes": [_kv(f"for {CARD2}", "again")]}],
+        }]}],
+    }]}
+    request = urllib.request.Request(agent.otlp_url + "/v1/traces", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+    agent.agent.forwarder.flush(10)
+    wait_until(lambda: sink.span_count() >= 1, timeout=20, what="the span at the sink")
+    forwarded = sink.spans_json()
+    assert "customer <EMAIL>" in forwarded and "owner <EMAIL>" in forwarded and "card <CARD>" in forwarded
+    assert "for <CARD>" in forwarded and "contact <PHONE>" in forwarded and "we wrote to <EMAIL>" in forwarded
+    assert not leaks(forwarded)
+    # The store: every table, and the spans of a trace still waiting for its root, as bytes
+    db = agent.agent.settings.resolved_store_url().removeprefix("sqlite:///")
+    with sqlite3.connect(db) as conn:
+        dump = "\n".join(conn.iterdump())
+        blobs = [bytes(b).decode("latin-1") for (b,) in conn.execute("SELECT spans FROM pending_spans")]
+    assert not leaks(dump) and not leaks("\n".join(blobs))

@@ -201,3 +201,51 @@ def test_clean_text_is_remembered_and_pii_never_is():
     assert len(redactor._clean) <= redaction.CLEAN_CACHE_ENTRIES  # bounded: cleared whole when full
     redactor._redact("y" * (redaction.CLEAN_CACHE_MAX_CHARS + 1), counts)
     assert "y" * (redaction.CLEAN_CACHE_MAX_CHARS + 1) not in redactor._clean
+
+
+def test_attribute_keys_and_kvlist_keys_are_redacted_like_values():
+    from rag_monitor.collectors.otlp.spans import SpanEvent
+
+    span = Span("1" * 32, "2" * 16, None, "rag.query", 1, 1, 2, attributes={
+        "feedback jo@example.com": "thumbs_down", "input.value": "fine",
+        "app.context": {"ops@corp.example.org": {"card 4111 1111 1111 1111": "x"}, "plain.key": "call 555-123-4567"},
+        "vote b@c.io": 1, "vote d@c.io": 2,  # two keys that redact alike both stay
+    })
+    span.events.append(SpanEvent("retry", 1, {"for x@y.io": "1"}))
+    counts = R.redact_span(span)
+    assert counts == {"email": 5, "card": 1, "phone": 1}
+    assert list(span.attributes) == ["feedback <EMAIL>", "input.value", "app.context", "vote <EMAIL>", "vote <EMAIL>#2"]
+    assert span.attributes["app.context"] == {"<EMAIL>": {"card <CARD>": "x"}, "plain.key": "call <PHONE>"}
+    assert span.attributes["vote <EMAIL>"] == 1 and span.attributes["vote <EMAIL>#2"] == 2
+    assert span.events[0].attributes == {"for <EMAIL>": "1"}
+    # Clean keys are remembered apart from texts: a second span costs a lookup per key.
+    assert "input.value" in R._clean_keys and not any("@" in k for k in R._clean_keys)
+
+
+def test_document_metadata_keys_are_redacted():
+    doc = Document("d1", "text", metadata={"owner jo@example.com": {"card 4111 1111 1111 1111": True}})
+    record = QueryRecord("1" * 32, "2" * 16, 0, 1, retrieved=[doc])
+    assert R.redact_record(record) == {"email": 1, "card": 1}
+    assert doc.metadata == {"owner <EMAIL>": {"card <CARD>": True}}
+
+
+@pytest.mark.parametrize("text", [
+    '{"to": "jo\\u0040example.com", "body": "cut sho',          # JSON cut short
+    '[{"q": "card 4111\\u00201111\\u00201111\\u00201111"}, {"x',  # an escaped separator
+    'log line: sent to jo\\u0040example.com, done',             # not JSON at all
+    '"{\\"to\\": \\"jo\\\\u0040example.com\\"',                 # JSON inside a JSON string, cut short
+])
+def test_pii_behind_escapes_in_text_that_is_not_valid_json_is_redacted(text):
+    redactor = Redactor()
+    for _ in range(2):  # and the text is never remembered as clean
+        redacted, counts = redactor.redact_text(text)
+        assert counts and "example.com" not in redacted and "4111" not in redacted
+        assert "<EMAIL>" in redacted or "<CARD>" in redacted
+    span = Span("1" * 32, "2" * 16, None, "n", 1, 1, 2, attributes={"output.value": text, "session.id": text})
+    redactor.redact_span(span)
+    assert "example.com" not in span.attributes["output.value"] and span.attributes["session.id"] == redactor.pseudonym(text)
+
+
+def test_escaped_surrogates_and_clean_escaped_text_are_left_alone():
+    text = '{"a": "\\ud83d\\ude00 caf\\u00e9 in 2024", "b": "cut'
+    assert R.redact_text(text) == (text, {})

@@ -6,7 +6,7 @@ from alembic.migration import MigrationContext
 
 from rag_monitor.store import Store
 from rag_monitor.store.schema import metadata
-from rag_monitor.store.store import MIGRATIONS_DIR
+from rag_monitor.store.versions import MIGRATIONS_DIR
 
 
 def _heads() -> list[str]:

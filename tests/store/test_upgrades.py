@@ -1,0 +1,190 @@
+"""Every schema revision that ever landed on main upgrades to the head with no row lost or changed.
+
+A store is built at each revision with that revision's schema (the packaged migrations up to it:
+their files are the ones those commits shipped, ``0006_signals`` included), every table is filled,
+the store is upgraded by the agent's path (``open_store``) and every row read back. Commands other
+than ``store migrate`` refuse a store that is behind with one line instead of migrating it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+
+from rag_monitor.store import SchemaMismatch, Store, open_store
+from rag_monitor.store.versions import MIGRATIONS_DIR, package_head
+from tests.store.conftest import make_record
+
+# The head revision of each run of main's own commits (git log --first-parent main):
+# 0006_signals is the head of the 11 commits from 08a8efd (2026-11-30 22:10) to 57bf3d3 (23:00),
+# before the rename to 0007_signals; 0006_probes came in with that rename (a branch's head only).
+LANDED = ("0001", "0002_semantics", "0003_review", "0004_faithfulness", "0005_runtime",
+          "0006_signals", "0006_probes", "0007_signals")
+ROWS = 3
+# Values that the tables' CHECK constraints accept.
+_CHECKED = {"state": "queued", "inclusion_prob": 0.5, "window_name": "reference", "status": "ok"}
+
+
+def build_at(url: str, revision: str) -> None:
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            config = Config()
+            config.set_main_option("script_location", str(MIGRATIONS_DIR))
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+def _value(table: sa.Table, column: sa.Column, i: int):
+    if column.name in _CHECKED:
+        return _CHECKED[column.name]
+    kind = column.type
+    if isinstance(kind, sa.Boolean):
+        return i % 2 == 0
+    if isinstance(kind, sa.Integer):
+        return i  # ids, and the foreign keys to them: row i of the parent
+    if isinstance(kind, (sa.Float, sa.Numeric)):
+        return i + 0.25
+    if isinstance(kind, sa.LargeBinary):
+        return f"{table.name}-{i}".encode()
+    text = f"{i}-{table.name}.{column.name}"  # unique per row for unique constraints
+    return text[: kind.length] if getattr(kind, "length", None) else text
+
+
+def fill_every_table(url: str) -> dict[str, list[dict]]:
+    """ROWS rows in every table of the store as it is; returns them by table."""
+    engine = sa.create_engine(url)
+    written: dict[str, list[dict]] = {}
+    try:
+        with engine.begin() as conn:
+            meta = sa.MetaData()
+            meta.reflect(conn)
+            for table in meta.sorted_tables:  # parents before the tables that refer to them
+                if table.name == "alembic_version":
+                    continue
+                rows = [{c.name: _value(table, c, i) for c in table.columns} for i in range(1, ROWS + 1)]
+                conn.execute(table.insert(), rows)
+                written[table.name] = rows
+    finally:
+        engine.dispose()
+    return written
+
+
+def read_back(url: str, written: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The same columns of the same tables, now."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            meta = sa.MetaData()
+            meta.reflect(conn)
+            out = {}
+            for name, rows in written.items():
+                table = meta.tables[name]
+                columns = [table.c[c] for c in rows[0]]
+                order = list(table.primary_key.columns) or columns
+                out[name] = [dict(r._mapping) for r in conn.execute(sa.select(*columns).order_by(*order))]
+            return out
+    finally:
+        engine.dispose()
+
+
+def stamped(url: str) -> list[str]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return sorted(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
+    finally:
+        engine.dispose()
+
+
+def test_every_landed_revision_is_in_the_package():
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(MIGRATIONS_DIR))
+    assert {r.revision for r in script.walk_revisions()} >= set(LANDED)
+    assert script.get_revision("0006_signals").down_revision == "0005_runtime"
+
+
+@pytest.mark.parametrize("revision", LANDED)
+def test_a_store_at_each_landed_revision_upgrades_with_every_row_kept(store_url, revision):
+    build_at(store_url, revision)
+    written = fill_every_table(store_url)
+    assert stamped(store_url) == [revision]
+    store = open_store(store_url)  # the agent's start
+    store.close()
+    assert stamped(store_url) == [package_head()]
+    assert read_back(store_url, written) == written
+
+
+@pytest.mark.parametrize("revision", ["0006_signals", "0006_probes"])
+def test_review_work_in_progress_survives_the_upgrade(store_url, revision):
+    """A claimed item stays claimed, a reviewed one is reviewed and exported."""
+    from rag_monitor.review.golden import golden_rows
+
+    build_at(store_url, revision)
+    old = Store(store_url)  # the current code's writes touch only tables both revisions have
+    try:
+        for i in (1, 2):
+            assert old.enqueue(make_record(i), stratum="base", inclusion_prob=0.5)
+        reviewed = old.claim("bob", 600)
+        old.submit_review(reviewed.id, "bob", {"faithful": "yes", "correct": "no", "corrected_answer": "Fixed."})
+        claimed = old.claim("alice", 3600)
+    finally:
+        old.close()
+    with pytest.raises(SchemaMismatch):  # commands do not migrate
+        open_store(store_url, migrate=False)
+    store = open_store(store_url)
+    try:
+        assert store.current_claim("alice").id == claimed.id
+        rows = golden_rows(store)
+        assert [r["trace_id"] for r in rows] == [reviewed.trace_id]
+        assert rows[0]["expected_answer"] == "Fixed."
+    finally:
+        store.close()
+
+
+def test_a_store_behind_is_refused_by_commands_in_one_line_and_left_as_it_is(store_url):
+    build_at(store_url, "0006_signals")
+    with pytest.raises(SchemaMismatch) as refused:
+        open_store(store_url, migrate=False)
+    message = str(refused.value)
+    assert "\n" not in message and "older than this rag-monitor" in message
+    assert "rag-monitor store migrate" in message and "0006_signals" in message
+    assert stamped(store_url) == ["0006_signals"]
+
+
+def test_a_store_newer_than_the_package_is_refused_in_one_line(store_url):
+    build_at(store_url, "head")
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = '0099_future'"))
+    finally:
+        engine.dispose()
+    for migrate in (True, False):
+        with pytest.raises(SchemaMismatch) as refused:
+            open_store(store_url, migrate=migrate)
+        message = str(refused.value)
+        assert "\n" not in message and "0099_future" in message and "newer than this rag-monitor" in message
+        assert f"store downgrade --to {package_head()}" in message
+
+
+def test_downgrade_steps_back_one_revision_and_upgrade_returns(store_url):
+    build_at(store_url, "head")
+    written = fill_every_table(store_url)
+    store = Store(store_url)
+    try:
+        assert store.downgrade("0007_signals") == ("0007_signals",)  # where later revisions go first
+        # The merge steps back to its main-line parent: the schema the previous main commits had.
+        assert store.downgrade() == ("0006_signals",)
+        assert store.downgrade() == ("0005_runtime",)
+        assert store.migrate() == package_head()
+        kept = {k: v for k, v in written.items() if k not in {"probe_baselines", "probe_runs", "index_changes", "index_documents"}}
+        assert read_back(store_url, kept) == kept
+        assert store.downgrade("0006_probes") == ("0006_probes",)
+    finally:
+        store.close()
