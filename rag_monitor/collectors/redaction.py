@@ -235,11 +235,12 @@ class Redactor:
 
     def _attributes(self, attrs: dict[str, Any], counts: Counter[str]) -> None:
         min_chars, clean, clean_keys = self._min_chars, self._clean, self._clean_keys
-        renamed: dict[str, str] = {}
+        renamed: dict[str, str] | None = None
         for key, value in attrs.items():
-            if key not in clean_keys and len(key) >= min_chars:
+            if key not in clean_keys and len(key) >= min_chars:  # keys repeat: almost always known clean
                 cleaned_key = self._key(key, counts)
                 if cleaned_key != key:
+                    renamed = renamed or {}
                     renamed[key] = cleaned_key
             kind = type(value)
             if kind is str:
