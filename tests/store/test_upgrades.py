@@ -92,6 +92,42 @@ def read_back(url: str, written: dict[str, list[dict]]) -> dict[str, list[dict]]
         engine.dispose()
 
 
+def copy_rows(source_url: str, target_url: str, tables: tuple[str, ...]) -> None:
+    """Copy ``tables`` from one store to another, only the columns the target's schema has."""
+    source, target = sa.create_engine(source_url), sa.create_engine(target_url)
+    try:
+        with source.connect() as src, target.begin() as dst:
+            have, want = sa.MetaData(), sa.MetaData()
+            have.reflect(src)
+            want.reflect(dst)
+            for name in tables:
+                columns = [c.name for c in want.tables[name].columns if c.name in have.tables[name].c]
+                rows = [dict(r._mapping) for r in src.execute(sa.select(*(have.tables[name].c[c] for c in columns)))]
+                if rows:
+                    dst.execute(want.tables[name].insert(), rows)
+    finally:
+        source.dispose()
+        target.dispose()
+
+
+def _schema_at(revision: str) -> dict[str, set[str]]:
+    """Table name -> column names of a scratch SQLite store built at ``revision``."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as scratch:
+        url = f"sqlite:///{Path(scratch) / 'schema.db'}"
+        build_at(url, revision)
+        engine = sa.create_engine(url)
+        try:
+            meta = sa.MetaData()
+            with engine.connect() as conn:
+                meta.reflect(conn)
+            return {t.name: {c.name for c in t.columns} for t in meta.sorted_tables}
+        finally:
+            engine.dispose()
+
+
 def stamped(url: str) -> list[str]:
     engine = sa.create_engine(url)
     try:
@@ -121,20 +157,24 @@ def test_a_store_at_each_landed_revision_upgrades_with_every_row_kept(store_url,
 
 
 @pytest.mark.parametrize("revision", ["0006_signals", "0006_probes"])
-def test_review_work_in_progress_survives_the_upgrade(store_url, revision):
+def test_review_work_in_progress_survives_the_upgrade(store_url, revision, tmp_path):
     """A claimed item stays claimed, a reviewed one is reviewed and exported."""
     from rag_monitor.review.golden import golden_rows
 
-    build_at(store_url, revision)
-    old = Store(store_url)  # the current code's writes touch only tables both revisions have
+    # The work is done by today's code in a scratch store at head, then its rows are copied into
+    # the store at ``revision``, keeping the columns that revision has (what an older agent wrote).
+    scratch_url = f"sqlite:///{tmp_path / 'scratch.db'}"
+    scratch = open_store(scratch_url)
     try:
         for i in (1, 2):
-            assert old.enqueue(make_record(i), stratum="base", inclusion_prob=0.5)
-        reviewed = old.claim("bob", 600)
-        old.submit_review(reviewed.id, "bob", {"faithful": "yes", "correct": "no", "corrected_answer": "Fixed."})
-        claimed = old.claim("alice", 3600)
+            assert scratch.enqueue(make_record(i), stratum="base", inclusion_prob=0.5)
+        reviewed = scratch.claim("bob", 600)
+        scratch.submit_review(reviewed.id, "bob", {"faithful": "yes", "correct": "no", "corrected_answer": "Fixed."})
+        claimed = scratch.claim("alice", 3600)
     finally:
-        old.close()
+        scratch.close()
+    build_at(store_url, revision)
+    copy_rows(scratch_url, store_url, ("review_items", "reviews"))
     with pytest.raises(SchemaMismatch):  # commands do not migrate
         open_store(store_url, migrate=False)
     store = open_store(store_url)
@@ -183,7 +223,10 @@ def test_downgrade_steps_back_one_revision_and_upgrade_returns(store_url):
         assert store.downgrade() == ("0006_signals",)
         assert store.downgrade() == ("0005_runtime",)
         assert store.migrate() == package_head()
-        kept = {k: v for k, v in written.items() if k not in {"probe_baselines", "probe_runs", "index_changes", "index_documents"}}
+        # What 0005_runtime's schema holds comes back: tables and columns added later are new.
+        at_0005 = _schema_at("0005_runtime")
+        kept = {name: [{c: v for c, v in row.items() if c in at_0005[name]} for row in rows]
+                for name, rows in written.items() if name in at_0005}
         assert read_back(store_url, kept) == kept
         assert store.downgrade("0006_probes") == ("0006_probes",)
     finally:

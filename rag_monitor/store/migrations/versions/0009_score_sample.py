@@ -37,5 +37,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("score_sums")
-    with op.batch_alter_table("review_items") as batch:
-        batch.drop_column("score_prob")
+    # Not batch mode: rebuilding review_items on SQLite would drop it, and ON DELETE CASCADE would
+    # take every review with it. SQLite >= 3.35 drops a plain column in place.
+    op.drop_column("review_items", "score_prob")

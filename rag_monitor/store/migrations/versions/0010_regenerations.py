@@ -17,9 +17,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # Session windows live for the regeneration window (minutes): rows without the new columns
-    # can be dropped rather than back-filled.
-    op.execute("DELETE FROM session_windows")
+    # Rows written before this revision keep an empty trace id: their regenerations still count
+    # (as re-asks), they are just never claimed by trace (``claim_in`` skips empty ids).
     with op.batch_alter_table("session_windows") as batch:
         batch.add_column(sa.Column("trace_id", sa.String(32), nullable=False, server_default=""))
         batch.add_column(sa.Column("labels", sa.Text, nullable=False, server_default="[]"))
