@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import os
 import sys
 from collections.abc import Sequence
 
-from rag_monitor.cli.common import store_from_args
+from rag_monitor.cli.common import apply_log_settings, cli_log_level, store_from_args
 from rag_monitor.cli.signals import drift_reference, drift_report, probes_command, shadow_report_command
 
 
@@ -20,6 +20,7 @@ def _agent(args: argparse.Namespace) -> int:
         "phoenix_url": args.phoenix_url,
     }
     settings = load_settings(args.config, overrides=overrides)
+    apply_log_settings(args, settings)
     limit_native_threads(settings.torch_threads)
     from rag_monitor.agent.service import Agent  # after the thread limits: numpy reads them on import
 
@@ -51,7 +52,7 @@ def _models_pull(args: argparse.Namespace) -> int:
 def _export_golden(args: argparse.Namespace) -> int:
     from rag_monitor.review.golden import golden_rows, push_to_phoenix, write_jsonl
 
-    settings, store = store_from_args(args)
+    settings, store = store_from_args(args, must_exist=True)
     shares = tuple(float(x) for x in args.split_shares.split(","))
     try:
         rows = golden_rows(store, corpus_version=args.corpus_version, shares=shares,
@@ -109,7 +110,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _review_report(args: argparse.Namespace) -> int:
     from rag_monitor.review.report import release_report, write_html
 
-    _, store = store_from_args(args)
+    _, store = store_from_args(args, must_exist=True)
     try:
         report = release_report(store, args.baseline, args.candidate, variant=args.variant)
     finally:
@@ -150,7 +151,9 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag-monitor", description="Monitoring for retrieval-augmented generation.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    level.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only (the setting log_level otherwise)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     agent = sub.add_parser("agent", help="run the agent (OTLP receiver, metrics, review page, workers)")
@@ -272,14 +275,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo_main(argv[1:])
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from rag_monitor.extras import MissingExtra
+    from rag_monitor.logs import configure_logging
     from rag_monitor.masking import install_log_masking, mask
+    from rag_monitor.settings import ENV_PREFIX
     from rag_monitor.store.errors import StoreError
 
     install_log_masking()
     try:
+        # Until a command has read its settings file: the flags, else the environment.
+        configure_logging(cli_log_level(args) or os.environ.get(f"{ENV_PREFIX}LOG_LEVEL", "INFO"),
+                          os.environ.get(f"{ENV_PREFIX}LOG_FORMAT", "text"))
         return args.run(args)
-    except (ValueError, FileNotFoundError, StoreError) as exc:
+    except (ValueError, FileNotFoundError, StoreError, MissingExtra) as exc:
         print(f"rag-monitor: error: {mask(str(exc))}", file=sys.stderr)
         return 2
 

@@ -12,7 +12,7 @@ def drift_report(args: argparse.Namespace) -> int:
     from rag_monitor.detectors.profiles import load_profiles
     from rag_monitor.detectors.report import write_report
 
-    settings, store = store_from_args(args)
+    settings, store = store_from_args(args, must_exist=True)
     try:
         profiles = load_config("detector_profiles", settings.detector_profiles, load_profiles, list)
         index = write_report(store, profiles, args.out, phoenix_url=settings.phoenix_url or None)
@@ -26,12 +26,16 @@ def drift_reference(args: argparse.Namespace) -> int:
     import datetime as dt
     import json
 
+    from rag_monitor.config_files import load_config
     from rag_monitor.detectors.profiles import load_profiles
     from rag_monitor.detectors.references import reference_status, set_reference
 
-    settings, store = store_from_args(args)
+    # `show` reads the agent's store; `set` and `reset` may come before the agent's first start.
+    settings, store = store_from_args(args, must_exist=args.reference_command == "show")
     try:
-        profiles = load_profiles(settings.detector_profiles)
+        profiles = load_config("detector_profiles", settings.detector_profiles, load_profiles, list)
+        if not profiles:
+            raise ValueError("no drift profiles (the setting detector_profiles is empty): drift detection is off")
         signals = [args.signal] if getattr(args, "signal", None) else sorted({p.signal for p in profiles})
         unknown = set(signals) - {p.signal for p in profiles}
         if unknown:
@@ -70,7 +74,7 @@ def probes_command(args: argparse.Namespace) -> int:
     from rag_monitor.alerts.thresholds import parse_duration
     from rag_monitor.detectors.probes import HttpRetriever, ProbeRunner, describe_probes, load_probe_set
 
-    settings, store = store_from_args(args)
+    settings, store = store_from_args(args, must_exist=args.probes_command == "show")
     try:
         if args.probes_command == "announce":
             until = time.time() + parse_duration(args.duration)
@@ -108,7 +112,7 @@ def shadow_report_command(args: argparse.Namespace) -> int:
     from rag_monitor.config_files import load_config
     from rag_monitor.review.shadow import shadow_report
 
-    settings, store = store_from_args(args)
+    settings, store = store_from_args(args, must_exist=True)
     prices = load_config("price_table", settings.price_table, PriceTable.load, lambda: PriceTable([]))
     since = parse_time(args.since) if args.since else None
     try:

@@ -211,6 +211,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
     say(f"rag-monitor demo (run {run}, seed {options.seed}{', quick' if options.quick else ''}); data in {root}")
 
     with contextlib.ExitStack() as stack:
+        from rag_monitor.demo.links import demo_links
         from rag_monitor.demo.services import AlertingStack, PhoenixServer, free_port
 
         phoenix = None
@@ -226,22 +227,16 @@ def run_demo(options: DemoOptions) -> DemoResult:
 
         hook = stack.enter_context(RetrievalHook())  # the app's retrieval hook, for the agent's probes
         agent = _start_agent(root, phoenix.url if phoenix else "", stack, free_port, options.quick, hook.url)
-        urls = {"metrics": f"http://127.0.0.1:{agent.settings.http_port}/metrics",
-                "review": f"http://127.0.0.1:{agent.settings.http_port}/review (reviewer: demo-reviewer, token: {REVIEW_TOKEN})"}
-        if phoenix:
-            urls["phoenix"] = phoenix.url
-
         alerting = None
         if AlertingStack.available():
             overrides = dict(DEMO_OVERRIDES)
             overrides["triage.release_window"] = f"{RELEASE_WINDOW_S[options.quick]}s"
             alerting = stack.enter_context(AlertingStack(root / "alerting", [f"127.0.0.1:{agent.settings.http_port}"], overrides))
-            urls["prometheus"] = f"{alerting.prometheus.url}/alerts"
-            urls["alertmanager"] = alerting.alertmanager.url
         else:
             notes.append("Prometheus and Alertmanager are not installed (apt-get install prometheus prometheus-alertmanager): "
                          "no alert rules are evaluated, so you miss the pages and their regression/drift triage; "
                          "the metrics are still at /metrics.")
+        urls = demo_links(agent, alerting, phoenix.url if phoenix else "", REVIEW_TOKEN)
 
         phases, drift, alerts = _play(options, run, root, agent, alerting, say, hook)
         if alerting is not None:
