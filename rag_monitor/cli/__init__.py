@@ -62,6 +62,12 @@ def _export_golden(args: argparse.Namespace) -> int:
     n = write_jsonl(rows, args.out)
     per_split = {split: sum(r["split"] == split for r in rows) for split in ("development", "judge_calibration", "release")}
     print(f"wrote {n} reviewed items to {args.out} (export version {rows[0]['export_version'] if rows else '-'}; splits {per_split})")
+    empty = [split for split, count in per_split.items() if count == 0]
+    if rows and empty:
+        groups = len({r["split_group"] for r in rows})
+        print(f"warning: the {' and '.join(empty)} split{'s are' if len(empty) > 1 else ' is'} empty: {n} items fall in "
+              f"{groups} group{'s' if groups != 1 else ''} (a session's items and items sharing a document stay together); "
+              f"review more sessions or change --split-shares", file=sys.stderr)
     if args.phoenix_url:
         dataset = push_to_phoenix(rows, args.phoenix_url, args.dataset)
         print(f"pushed {len(rows)} examples to the Phoenix dataset {args.dataset!r} ({getattr(dataset, 'id', '')})")

@@ -1,4 +1,4 @@
-"""The links the demo prints, each checked against the server that answers it.
+"""The links and commands the demo prints: each link checked against the server that answers it.
 
 Package builds differ: Debian's Prometheus 2.42 ships only the classic UI (``/alerts`` is a 404
 there, ``/classic/alerts`` answers), and Debian's Alertmanager ships no web UI at all (its API
@@ -6,12 +6,16 @@ and ``amtool`` work). So each page is the first candidate the running server ans
 
     links = demo_links(agent, alerting, phoenix_url)   # name -> 'URL' or 'URL (how to read it)'
     link_url(links["alertmanager"])                    # the URL alone, for a test to fetch
+    report_commands(root / "agent.yaml", ["r1", "r2"])  # the CLI's reports on the demo's store
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 PROMETHEUS_ALERT_PAGES = ("/alerts", "/classic/alerts")
@@ -57,3 +61,18 @@ def demo_links(agent: Any, alerting: Any, phoenix_url: str, review_token: str) -
         links["prometheus"] = prometheus_alerts_page(alerting.prometheus.url)
         links["alertmanager"] = alertmanager_alerts_page(alerting.alertmanager.url)
     return links
+
+
+def report_commands(config: Path, releases: list[str]) -> str:
+    """The CLI's reports on this run's store, with the demo's settings file."""
+    shown = Path(os.path.relpath(config) if config.is_relative_to(Path.cwd()) else config)
+    option = f"--config {shlex.quote(str(shown))}"
+    beside = lambda name: shlex.quote(str(shown.parent / name))  # noqa: E731
+    lines = ["Reports on this store (the CLI reads it through the demo's settings file):",
+             f"  rag-monitor shadow report {option}",
+             f"  rag-monitor drift report {option} --out {beside('drift-report')}",
+             f"  rag-monitor drift reference show {option}"]
+    if len(releases) >= 2:
+        lines.append(f"  rag-monitor review report {option} --baseline {shlex.quote(releases[0])} --candidate {shlex.quote(releases[1])}")
+    lines.append(f"  rag-monitor export golden {option} --out {beside('golden.jsonl')}")
+    return "\n".join(lines)

@@ -106,3 +106,12 @@ def test_models_pull_without_its_extra(tmp_path):
 def test_an_unknown_log_level_is_one_line(tmp_path):
     (tmp_path / "agent.yaml").write_text("log_level: chatty\n")
     assert_one_line_error(run_cli(tmp_path, "config", "--config", "agent.yaml"), "log_level", "'chatty'", "INFO")
+
+
+def test_demo_help_and_readme_agree_on_how_long_quick_takes(tmp_path):
+    from rag_monitor.demo.run import QUICK_DURATION
+
+    result = run_cli(tmp_path, "demo", "--help")
+    assert result.returncode == 0 and QUICK_DURATION in " ".join(result.stdout.split()), result.stdout
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"`DEMO_ARGS=--quick` takes {QUICK_DURATION}" in readme
