@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         "note": "installed size of each profile's dependency closure (files in RECORD), pip/setuptools excluded; torch is the CPU wheel",
         "profiles": {name: measure(extras) for name, extras in PROFILES.items()},
     }
+    profiles = result["profiles"]
+    result["report_extra_adds_mb"] = round(profiles["agent_report"]["mb"] - profiles["agent"]["mb"], 1)
     if args.check_venv:
         checked = check_in_fresh_venv(PROFILES[args.check_venv])
         result["fresh_venv_check"] = {"profile": args.check_venv, **checked,

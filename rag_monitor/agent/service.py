@@ -34,7 +34,7 @@ from starlette.concurrency import run_in_threadpool
 
 from rag_monitor.agent.forwarder import ReadableSpans, SpanForwarder, phoenix_exporter
 from rag_monitor.agent.freshness import FreshnessTracker
-from rag_monitor.agent.http import health_routes, metrics_routes, otlp_app
+from rag_monitor.agent.http import check_listen_address, health_routes, metrics_routes, otlp_app
 from rag_monitor.agent.jobs import JobScheduler, agent_jobs
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
@@ -382,11 +382,13 @@ class Agent:
         """Serve in the foreground until SIGINT/SIGTERM, then drain and stop."""
         signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
         signal.signal(signal.SIGINT, lambda *_: self.request_stop())
-        # Store, config files and models before the servers: a bad setting stops the start with
-        # one message (ConfigFileError), not the servers' lifespan tracebacks.
+        # Ports, store, config files and models before the servers: a bad setting stops the
+        # start with one message, not the servers' lifespan tracebacks.
+        s = self.settings
+        check_listen_address(s.otlp_host, s.otlp_port, "otlp_host/otlp_port")
+        check_listen_address(s.http_host, s.http_port, "http_host/http_port")
         self.open()
-        log.info("rag-monitor agent: OTLP on %s:%s, metrics and review on %s:%s",
-                 self.settings.otlp_host, self.settings.otlp_port, self.settings.http_host, self.settings.http_port)
+        log.info("rag-monitor agent: OTLP on %s:%s, metrics and review on %s:%s", s.otlp_host, s.otlp_port, s.http_host, s.http_port)
         asyncio.run(self.serve())
         if self._startup_error is not None:
             raise self._startup_error

@@ -270,7 +270,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     # `demo` is dispatched in main() before parsing; listed here for --help.
     sub.add_parser("demo", help="the sample RAG app, scripted traffic and the agent on the embedded default (see `rag-monitor demo --help`)")
+    _log_flags_on_every_command(parser)
     return parser
+
+
+def _log_flags_on_every_command(parser: argparse.ArgumentParser) -> None:
+    """`-v` / `--quiet` after the subcommand too (`rag-monitor agent --quiet`); SUPPRESS keeps
+    a flag given before the subcommand from being reset by the subcommand's default."""
+    for action in parser._actions:  # argparse has no public walk over subcommands
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                level = command.add_mutually_exclusive_group()
+                level.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at DEBUG level")
+                level.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="log warnings and errors only")
+                _log_flags_on_every_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

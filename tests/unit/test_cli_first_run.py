@@ -115,3 +115,53 @@ def test_demo_help_and_readme_agree_on_how_long_quick_takes(tmp_path):
     assert result.returncode == 0 and QUICK_DURATION in " ".join(result.stdout.split()), result.stdout
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"`DEMO_ARGS=--quick` takes {QUICK_DURATION}" in readme
+
+
+def test_drift_report_without_the_report_extra_says_so_once(tmp_path):
+    assert run_cli(tmp_path, "drift", "reference", "reset").returncode == 0  # a store with the default profiles
+    result = run_cli(tmp_path, "drift", "report", "--out", "report", prelude="sys.modules.update(evidently=None)")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "WARNING" in line and "pip install 'rag-monitor[report]'" in line, line
+    assert (tmp_path / "report" / "index.html").is_file()  # the agent's own verdicts still render
+
+
+def test_quiet_agent_logs_nothing_at_info(tmp_path):
+    import signal
+    import urllib.request
+
+    from tests.services import free_port, wait_until
+
+    ports = [free_port(), free_port()]
+    (tmp_path / "agent.yaml").write_text("hhem_model_path: ''\noffline_scorer: lexical\ndetector_profiles: ''\n"
+                                         "review_tokens: 'ann:admin:" + "0" * 64 + "'\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_MONITOR_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "rag_monitor.cli", "agent", "--quiet", "--config", "agent.yaml",
+                             "--port", str(ports[0]), "--http-port", str(ports[1])],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read())
+            with urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/readyz", timeout=1) as r:
+                return r.status == 200
+
+        wait_until(ready, timeout=120, what="the quiet agent")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert " INFO " not in stderr, stderr  # no start, config or stop lines; warnings would still show
+
+
+def test_a_port_in_use_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(tmp_path, "agent", "--port", "0", "--http-port", str(port))
+    assert_one_line_error(result, f"cannot listen on 127.0.0.1:{port} (http_host/http_port)")
+    assert not (tmp_path / "data").exists()  # stopped before opening a store

@@ -1,7 +1,7 @@
 """Imports point one way, down the layers of DESIGN.md; no plane reaches sideways into another.
 
     semconv, record, settings, config_files, masking,
-    templating, defaults (shipped config files)      the bottom
+    templating, logs, extras, defaults               the bottom
     sdk (on semconv alone); collectors, store, alerts  on the bottom
     review, detectors, faithfulness                  on store (and the bottom)
     agent                                            composes them all
@@ -26,6 +26,7 @@ LAYER = {
     "semconv": 0, "record": 0, "settings": 0, "templating": 0, "config_files": 0,
     "defaults": 0,  # the shipped config files (data) and their sync script
     "masking": 0,
+    "logs": 0, "extras": 0,  # logging set-up; which extra brings an optional dependency
     "sdk": 1, "collectors": 1, "store": 1, "alerts": 1,
     "review": 2, "detectors": 2, "faithfulness": 2,
     "agent": 3,
