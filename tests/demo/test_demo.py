@@ -189,7 +189,8 @@ def test_quick_demo_tells_the_story(tmp_path, app, corpus, monkeypatch, capsys):
 
     from rag_monitor.cli import main as cli
 
-    commands = [shlex.split(line) for line in out.getvalue().splitlines() if line.strip().startswith("rag-monitor ")]
+    commands = [shlex.split(line) for line in out.getvalue().splitlines()
+                if line.startswith("  rag-monitor ") and "--config" in line]
     assert {tuple(c[1:3]) for c in commands} >= {("shadow", "report"), ("drift", "report"), ("review", "report")}, commands
     assert all(c[c.index("--config") + 1] == str(tmp_path / "demo" / "agent.yaml") for c in commands)
     elsewhere = tmp_path / "elsewhere"
