@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 # torch first, pinned: it is a local CPU wheel here; any other version pulls CUDA builds.
 TORCH := torch==2.13.0
-EXTRAS := agent,embeddings,hhem,phoenix,postgres,dev
+EXTRAS := agent,report,embeddings,hhem,phoenix,postgres,dev
 
 .PHONY: test demo venv system-deps tools bench clean helm-sync defaults-sync alerts-generate dashboards image image-slim
 

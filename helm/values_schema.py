@@ -46,6 +46,8 @@ def settings_properties() -> dict[str, Any]:
         prop: dict[str, Any] = {"type": json_type, "description": f.metadata.get("doc", "")}
         if json_type in ("integer", "number"):
             prop["minimum"] = 0
+        if f.metadata.get("choices"):
+            prop["enum"] = list(f.metadata["choices"])
         props[f.name] = prop
     return props
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_monitor.logs import LOG_FORMATS, LOG_LEVELS
+
 ENV_PREFIX = "RAG_MONITOR_"
 
 
@@ -28,8 +30,9 @@ URL_SECRET = "url"
 """A URL setting whose userinfo (a password or token) is secret; the rest is shown."""
 
 
-def _setting(default: Any, doc: str, *, secret: str = "") -> Any:
-    metadata = {"doc": doc, "secret": secret}
+def _setting(default: Any, doc: str, choices: tuple[str, ...] = (), *, secret: str = "") -> Any:
+    # choices: the chart schema's enum
+    metadata = {"doc": doc, "secret": secret, **({"choices": choices} if choices else {})}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -129,6 +132,10 @@ class AgentSettings:
     forward_queue_spans: int = _setting(20_000, "Spans waiting to be forwarded; beyond it they are dropped (counted).")
     forward_interval_s: float = _setting(0.5, "How often queued spans are exported to Phoenix (gzip, retried with backoff within a 5 s timeout).")
 
+    # --- logs ---
+    log_level: str = _setting("INFO", "`DEBUG`, `INFO`, `WARNING` or `ERROR`. INFO logs start, stop, configuration, failing jobs and dropped data once each; APScheduler's and Alembic's routine lines only at DEBUG. The CLI's `-v` / `--quiet` win.", LOG_LEVELS)
+    log_format: str = _setting("text", "`text` (one line per event) or `json` (one JSON object per line: time, level, logger, message, exception) for log collectors.", LOG_FORMATS)
+
     def resolved_store_url(self) -> str:
         if self.store_url:
             return self.store_url
@@ -151,6 +158,27 @@ def _coerce(name: str, raw: Any, typ: type) -> Any:
         raise ValueError(f"setting {name!r}: cannot read {raw!r} as {typ.__name__}") from exc
 
 
+def _read_yaml(path: Path) -> Any:
+    """The file's YAML, or ValueError in one line: what is wrong and where (never a parser traceback)."""
+    import yaml
+
+    if path.is_dir():
+        raise ValueError(f"settings file {path}: is a directory; pass the agent's YAML settings file")
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ValueError(f"settings file {path}: no such file (resolved to {path.resolve()})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"settings file {path}: cannot read it: {exc}") from None
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"settings file {path}: not valid YAML{where}: {problem}") from None
+
+
 def load_settings(
     path: str | os.PathLike | None = None,
     overrides: Mapping[str, Any] | None = None,
@@ -161,9 +189,7 @@ def load_settings(
     types = {f.name: type(f.default) if f.default is not dataclasses.MISSING else str for f in dataclasses.fields(AgentSettings)}
     values: dict[str, Any] = {}
     if path:
-        import yaml
-
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = _read_yaml(Path(path))
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a mapping of setting names to values")
         unknown = sorted(set(data) - set(types))
@@ -180,6 +206,9 @@ def load_settings(
         if value is not None:
             values[name] = value
     settings = AgentSettings(**{k: _coerce(k, v, types[k]) for k, v in values.items()})
+    from rag_monitor.logs import check_log_settings
+
+    check_log_settings(settings.log_level, settings.log_format)
     from rag_monitor.masking import register_secrets
 
     register_secrets(settings)  # logs and error messages mask them from now on

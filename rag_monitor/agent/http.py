@@ -249,3 +249,20 @@ def metrics_routes(registry, before_scrape: Callable[[], None] = lambda: None) -
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return [Route("/metrics", metrics_endpoint)]
+
+
+def check_listen_address(host: str, port: int, setting: str) -> None:
+    """ValueError in one line when ``host:port`` cannot be bound (in use, or not this machine's),
+    before the servers try and fail with uvicorn's tracebacks. Port 0 (any free port) passes."""
+    import socket
+
+    if not port:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ValueError(f"cannot listen on {host}:{port} ({setting}): {exc.strerror or exc}; "
+                             f"stop what uses it or choose another port") from None

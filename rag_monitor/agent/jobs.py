@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from apscheduler.jobstores.base import JobLookupError
 
+from rag_monitor.agent.droplog import REPORT_INTERVAL_S, DropLog
 from rag_monitor.alerts.metrics import AgentMetrics
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class JobScheduler:
         self.max_workers = max_workers
         self.jobs: dict[str, Job] = {}
         self._running: dict[str, threading.Lock] = {}
+        self._failing: set[str] = set()
+        """Jobs whose last run raised: later failures log one line, not the traceback again."""
         self._scheduler = None
 
     def add(self, job: Job) -> None:
@@ -82,13 +85,20 @@ class JobScheduler:
             started = time.monotonic()
             try:
                 job.run()
-            except Exception:  # noqa: BLE001 - one bad run must not stop the schedule
+            except Exception as exc:  # noqa: BLE001 - one bad run must not stop the schedule
                 self.metrics.job_failures.labels(job.name).inc()
-                log.exception("periodic job %s failed", job.name)
+                if job.name in self._failing:  # the traceback was logged at the first failure
+                    log.error("periodic job %s failed again: %s: %s", job.name, type(exc).__name__, exc)
+                else:
+                    self._failing.add(job.name)
+                    log.exception("periodic job %s failed", job.name)
                 return True
             finally:
                 self.metrics.job_duration.labels(job.name).observe(time.monotonic() - started)
             self.metrics.job_last_success.labels(job.name).set(time.time())
+            if job.name in self._failing:
+                self._failing.discard(job.name)
+                log.info("periodic job %s succeeded again", job.name)
             return True
         finally:
             running.release()
@@ -112,6 +122,11 @@ class JobScheduler:
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.schedulers.background import BackgroundScheduler
 
+        # APScheduler logs "Running job ... executed successfully" at INFO on every tick: DEBUG
+        # chatter, unless the host configured its logger (rag_monitor.logs does for the CLI).
+        chatter = logging.getLogger("apscheduler")
+        if chatter.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
+            chatter.setLevel(logging.WARNING)
         self._scheduler = BackgroundScheduler(daemon=True, executors={"default": ThreadPoolExecutor(self.max_workers)})
         for job in self.jobs.values():
             self._schedule(job)
@@ -150,6 +165,10 @@ def agent_jobs(agent: Agent) -> list[Job]:
         jobs.append(Job("probes", agent.run_probes, s.probes_interval_s, lease_s=2 * s.probes_interval_s + worst_run_s))
     if getattr(agent, "judging", None) is not None:  # the LLM judge beside the scorer, its own lease inside
         jobs.append(Job("judging", agent.judging.tick, s.score_interval_s))
+    # One line a minute at most when spans or traces were dropped (the counters say by reason).
+    drops = DropLog([agent.metrics.spans_dropped, agent.metrics.traces_dropped, agent.metrics.forwarded_spans],
+                    keep=lambda labels: labels.get("outcome", "dropped") == "dropped")
+    jobs.append(Job("drop_log", drops.tick, REPORT_INTERVAL_S))
     if agent.forwarder is not None:
         jobs.append(Job("forwarding", agent.forwarder.drain, s.forward_interval_s))
     if agent.profiles:

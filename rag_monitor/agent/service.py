@@ -34,7 +34,8 @@ from starlette.concurrency import run_in_threadpool
 
 from rag_monitor.agent.forwarder import ReadableSpans, SpanForwarder, phoenix_exporter
 from rag_monitor.agent.freshness import FreshnessTracker
-from rag_monitor.agent.http import answering_half_closed, health_routes, metrics_routes, otlp_app, require_length
+from rag_monitor.agent.http import (answering_half_closed, check_listen_address, health_routes, metrics_routes, otlp_app,
+                                     require_length)
 from rag_monitor.agent.jobs import JobScheduler, agent_jobs
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
@@ -54,7 +55,8 @@ from rag_monitor.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
 from rag_monitor.detectors.jobs import DriftScheduler
 from rag_monitor.detectors.probes import HttpRetriever, ProbeExporter, ProbeRunner, load_probe_set
-from rag_monitor.detectors.profiles import load_profiles
+from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS, load_profiles
+from rag_monitor.extras import embeddings_installed
 from rag_monitor.review.auth import Reviewers
 from rag_monitor.review.collector import ReviewMetricsCollector
 from rag_monitor.review.unsupported import UnsupportedRateCollector
@@ -146,9 +148,17 @@ class Agent:
     def _build_drift(self) -> None:
         s = self.settings
         self.profiles = load_config("detector_profiles", s.detector_profiles, load_profiles, list)
+        embedder = SentenceEmbedder(s.embedding_model, threads=s.torch_threads)
+        watching_embeddings = sorted(p.name for p in self.profiles if p.signal in EMBEDDING_SIGNALS)
+        if watching_embeddings and not embeddings_installed():
+            # Said once here, rather than an ImportError traceback from every drift-feed tick.
+            embedder = None
+            log.warning("drift on embeddings (profiles %s) uses only the vectors the app sends: the embeddings extra "
+                        "is not installed (pip install 'rag-monitor[agent,embeddings]'), so queries without vectors "
+                        "are left out", ", ".join(watching_embeddings))
         self.drift_feed = DriftFeed(
             self.store, self.profiles,
-            embedder=SentenceEmbedder(s.embedding_model, threads=s.torch_threads),
+            embedder=embedder,
             embedding_model=s.embedding_model,
             on_dropped=lambda n: self.metrics.spans_dropped.labels("drift_feed_full").inc(n),
         )
@@ -390,11 +400,17 @@ class Agent:
         """Serve in the foreground until SIGINT/SIGTERM, then drain and stop."""
         signal.signal(signal.SIGTERM, lambda *_: self.request_stop())
         signal.signal(signal.SIGINT, lambda *_: self.request_stop())
-        log.info("rag-monitor agent: OTLP on %s:%s, metrics and review on %s:%s",
-                 self.settings.otlp_host, self.settings.otlp_port, self.settings.http_host, self.settings.http_port)
+        # Ports, store, config files and models before the servers: a bad setting stops the
+        # start with one message, not the servers' lifespan tracebacks.
+        s = self.settings
+        check_listen_address(s.otlp_host, s.otlp_port, "otlp_host/otlp_port")
+        check_listen_address(s.http_host, s.http_port, "http_host/http_port")
+        self.open()
+        log.info("rag-monitor agent: OTLP on %s:%s, metrics and review on %s:%s", s.otlp_host, s.otlp_port, s.http_host, s.http_port)
         asyncio.run(self.serve())
         if self._startup_error is not None:
             raise self._startup_error
+        log.info("rag-monitor agent stopped")
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop accepting, finish in-flight requests, then the lifespan flushes and closes."""

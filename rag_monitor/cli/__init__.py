@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import os
 import sys
 from collections.abc import Sequence
 
-from rag_monitor.cli.common import store_from_args
+from rag_monitor.cli.common import apply_log_settings, cli_log_level, store_from_args
 from rag_monitor.cli.signals import drift_reference, drift_report, probes_command, shadow_report_command
 from rag_monitor.cli.store import add_store_commands
 
@@ -21,6 +21,7 @@ def _agent(args: argparse.Namespace) -> int:
         "phoenix_url": args.phoenix_url,
     }
     settings = load_settings(args.config, overrides=overrides)
+    apply_log_settings(args, settings)
     limit_native_threads(settings.torch_threads)
     from rag_monitor.agent.service import Agent  # after the thread limits: numpy reads them on import
 
@@ -66,6 +67,12 @@ def _export_golden(args: argparse.Namespace) -> int:
     n = write_jsonl(rows, args.out)
     per_split = {split: sum(r["split"] == split for r in rows) for split in ("development", "judge_calibration", "release")}
     print(f"wrote {n} reviewed items to {args.out} (export version {rows[0]['export_version'] if rows else '-'}; splits {per_split})")
+    empty = [split for split, count in per_split.items() if count == 0]
+    if rows and empty:
+        groups = len({r["split_group"] for r in rows})
+        print(f"warning: the {' and '.join(empty)} split{'s are' if len(empty) > 1 else ' is'} empty: {n} items fall in "
+              f"{groups} group{'s' if groups != 1 else ''} (a session's items and items sharing a document stay together); "
+              f"review more sessions or change --split-shares", file=sys.stderr)
     if args.phoenix_url:
         dataset = push_to_phoenix(rows, args.phoenix_url, args.dataset)
         print(f"pushed {len(rows)} examples to the Phoenix dataset {args.dataset!r} ({getattr(dataset, 'id', '')})")
@@ -155,7 +162,9 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag-monitor", description="Monitoring for retrieval-augmented generation.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    level.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only (the setting log_level otherwise)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     agent = sub.add_parser("agent", help="run the agent (OTLP receiver, metrics, review page, workers)")
@@ -268,7 +277,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     # `demo` is dispatched in main() before parsing; listed here for --help.
     sub.add_parser("demo", help="the sample RAG app, scripted traffic and the agent on the embedded default (see `rag-monitor demo --help`)")
+    _log_flags_on_every_command(parser)
     return parser
+
+
+def _log_flags_on_every_command(parser: argparse.ArgumentParser) -> None:
+    """`-v` / `--quiet` after the subcommand too (`rag-monitor agent --quiet`); SUPPRESS keeps
+    a flag given before the subcommand from being reset by the subcommand's default."""
+    for action in parser._actions:  # argparse has no public walk over subcommands
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                level = command.add_mutually_exclusive_group()
+                level.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at DEBUG level")
+                level.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="log warnings and errors only")
+                _log_flags_on_every_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -279,14 +301,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo_main(argv[1:])
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from rag_monitor.extras import MissingExtra
+    from rag_monitor.logs import configure_logging
     from rag_monitor.masking import install_log_masking, mask
+    from rag_monitor.settings import ENV_PREFIX
     from rag_monitor.store.errors import StoreError
 
     install_log_masking()
     try:
+        # Until a command has read its settings file: the flags, else the environment.
+        configure_logging(cli_log_level(args) or os.environ.get(f"{ENV_PREFIX}LOG_LEVEL", "INFO"),
+                          os.environ.get(f"{ENV_PREFIX}LOG_FORMAT", "text"))
         return args.run(args)
-    except (ValueError, FileNotFoundError, StoreError) as exc:
+    except (ValueError, FileNotFoundError, StoreError, MissingExtra) as exc:
         print(f"rag-monitor: error: {mask(str(exc))}", file=sys.stderr)
         return 2
 

@@ -26,12 +26,16 @@ def drift_reference(args: argparse.Namespace) -> int:
     import datetime as dt
     import json
 
+    from rag_monitor.config_files import load_config
     from rag_monitor.detectors.profiles import load_profiles
     from rag_monitor.detectors.references import reference_status, set_reference
 
+    # `show` reads the agent's store; `set` and `reset` may come before the agent's first start.
     settings, store = store_from_args(args)
     try:
-        profiles = load_profiles(settings.detector_profiles)
+        profiles = load_config("detector_profiles", settings.detector_profiles, load_profiles, list)
+        if not profiles:
+            raise ValueError("no drift profiles (the setting detector_profiles is empty): drift detection is off")
         signals = [args.signal] if getattr(args, "signal", None) else sorted({p.signal for p in profiles})
         unknown = set(signals) - {p.signal for p in profiles}
         if unknown:

@@ -5,7 +5,7 @@ Prometheus and Alertmanager when their binaries are present, then plays the scri
 (baseline, query-mix shift, bad release) and prints a one-screen summary::
 
     rag-monitor demo                  # a few minutes; asks whether to continue a previous run
-    rag-monitor demo --quick --fresh  # the shortened mode the tests run (about a minute)
+    rag-monitor demo --quick --fresh  # the shortened mode the tests run (QUICK_DURATION)
     rag-monitor demo --serve          # keep everything running afterwards, for exploration
 
 From Python: ``run_demo(DemoOptions(quick=True, data_dir=tmp))`` returns a ``DemoResult``.
@@ -38,6 +38,10 @@ from rag_monitor.demo.waits import (
 REPO = Path(__file__).resolve().parents[2]
 SERVICE_NAME = "support-bot"
 STATE_FILE = "demo-state.json"
+CONFIG_FILE = "agent.yaml"
+"""The demo agent's settings, written next to its data: the CLI's reports read its store with it."""
+QUICK_DURATION = "about a minute and a half on an idle machine"
+"""How long ``--quick`` takes: ``demo --help`` says it, README.md quotes it (a test keeps them equal)."""
 REVIEW_TOKEN = "demo-reviewer-token"
 """The demo's reviewer token (a throwaway: the agent only ever sees its SHA-256)."""
 
@@ -97,7 +101,7 @@ class DemoResult:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The demo's flags, for ``rag-monitor demo``."""
-    parser.add_argument("--quick", action="store_true", help="shortened scenario (about a minute), as the tests run it")
+    parser.add_argument("--quick", action="store_true", help=f"shortened scenario ({QUICK_DURATION}), as the tests run it")
     parser.add_argument("--serve", action="store_true", help="keep the agent, Phoenix and Prometheus running after the summary (Ctrl-C stops)")
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--fresh", dest="fresh", action="store_true", default=None, help="start clean: delete the previous demo run's data")
@@ -116,10 +120,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    """Ctrl-C and SIGTERM (a supervisor, `kill`, `timeout`, the end of `make`) both stop every
+    server the demo started."""
+    from rag_monitor.demo.stopping import Terminated, sigterm_as_interrupt
+
     options = DemoOptions(quick=args.quick, serve=args.serve, fresh=args.fresh, seed=args.seed,
                           phoenix=args.phoenix, data_dir=args.data_dir)
     try:
-        run_demo(options)
+        with sigterm_as_interrupt():
+            run_demo(options)
+    except Terminated:
+        print("\nterminated: the demo's servers are stopped", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
@@ -211,6 +223,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
     say(f"rag-monitor demo (run {run}, seed {options.seed}{', quick' if options.quick else ''}); data in {root}")
 
     with contextlib.ExitStack() as stack:
+        from rag_monitor.demo.links import demo_links, report_commands
         from rag_monitor.demo.services import AlertingStack, PhoenixServer, free_port
 
         phoenix = None
@@ -226,22 +239,16 @@ def run_demo(options: DemoOptions) -> DemoResult:
 
         hook = stack.enter_context(RetrievalHook())  # the app's retrieval hook, for the agent's probes
         agent = _start_agent(root, phoenix.url if phoenix else "", stack, free_port, options.quick, hook.url)
-        urls = {"metrics": f"http://127.0.0.1:{agent.settings.http_port}/metrics",
-                "review": f"http://127.0.0.1:{agent.settings.http_port}/review (reviewer: demo-reviewer, token: {REVIEW_TOKEN})"}
-        if phoenix:
-            urls["phoenix"] = phoenix.url
-
         alerting = None
         if AlertingStack.available():
             overrides = dict(DEMO_OVERRIDES)
             overrides["triage.release_window"] = f"{RELEASE_WINDOW_S[options.quick]}s"
             alerting = stack.enter_context(AlertingStack(root / "alerting", [f"127.0.0.1:{agent.settings.http_port}"], overrides))
-            urls["prometheus"] = f"{alerting.prometheus.url}/alerts"
-            urls["alertmanager"] = alerting.alertmanager.url
         else:
             notes.append("Prometheus and Alertmanager are not installed (apt-get install prometheus prometheus-alertmanager): "
                          "no alert rules are evaluated, so you miss the pages and their regression/drift triage; "
                          "the metrics are still at /metrics.")
+        urls = demo_links(agent, alerting, phoenix.url if phoenix else "", REVIEW_TOKEN)
 
         phases, drift, alerts = _play(options, run, root, agent, alerting, say, hook)
         if alerting is not None:
@@ -256,12 +263,13 @@ def run_demo(options: DemoOptions) -> DemoResult:
         summary.urls["report"] = str(_write_report(root, agent, summary, phases, alerts))
         text = render_summary(summary)
         say(text)
+        say(report_commands(root / CONFIG_FILE, [r.release for r in summary.releases]))
         result = DemoResult(summary, text, phases, list(alerts), drift, notes,
                             alerting.prometheus.url if alerting else None)
         if options.before_stop is not None:
             options.before_stop(result)
         if options.serve:
-            say("Serving: open the URLs above; Ctrl-C stops everything.")
+            say("Serving: open the URLs above; Ctrl-C (or SIGTERM) stops everything.")
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)
@@ -283,6 +291,8 @@ def _write_report(root: Path, agent: Any, summary: Any, phases: list, alerts: li
 
 
 def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free_port: Any, quick: bool, probes_url: str) -> Any:
+    import yaml
+
     from rag_monitor.agent.service import Agent
     from rag_monitor.demo.corpus import load_corpus
     from rag_monitor.demo.probes import write_probe_set
@@ -298,6 +308,8 @@ def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free
         "probes_url": probes_url, "probes_interval_s": 2.0,
         "probes_path": str(write_probe_set(load_corpus(), root / "config" / "probes.yaml")),
     }
+    # The same settings as a file beside the store: `rag-monitor ... --config` reads this store.
+    (root / CONFIG_FILE).write_text(yaml.safe_dump(overrides, sort_keys=False))
     agent = Agent(load_settings(overrides=overrides, environ={}))
     agent.start()
     stack.callback(agent.stop)

@@ -49,7 +49,7 @@ class Phase:
 
 
 def plan_phases(quick: bool = False, release_suffix: str = "", scale: float = 1.0) -> list[Phase]:
-    """The demo's three phases; ``quick`` is the shortened mode of the test (about a minute).
+    """The demo's three phases; ``quick`` is the shortened mode of the test (``run.QUICK_DURATION``).
 
     ``release_suffix`` names this run's releases (``r1-2``...) so that a continued run deploys
     releases the agent has not seen before. ``scale`` stretches durations (benchmarks, --serve).

@@ -66,11 +66,19 @@ def write_report(store, profiles: Sequence[DriftProfile], out_dir: str | Path, *
     from rag_monitor.detectors.export import latest_tested
     from rag_monitor.templating import render
 
+    from rag_monitor.extras import MissingExtra, available
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows, rendered = [], {}
+    with_evidently = available("evidently", "pandas")
+    if not with_evidently:  # the verdicts are ours and render without it; only Evidently's pages are missing
+        log.warning("%s; the report has the agent's verdicts without Evidently's pages",
+                    MissingExtra("Evidently's drift pages", "report"))
     for profile in profiles:
-        if profile.signal not in rendered:
+        if not with_evidently:
+            rendered[profile.signal] = None
+        elif profile.signal not in rendered:
             try:
                 rendered[profile.signal] = _evidently_report(store, profile.signal, out)
             except Exception as exc:  # noqa: BLE001 - our verdicts still render without Evidently's view

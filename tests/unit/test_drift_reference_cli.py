@@ -45,13 +45,13 @@ def test_reference_show_set_reset(tmp_path, capsys):
         " current_size: 20, min_current: 20, interval_s: 60}\n")
     (tmp_path / "agent.yaml").write_text(f"data_dir: {tmp_path / 'data'}\ndetector_profiles: {tmp_path / 'profiles.yaml'}\n")
     config = ["--config", str(tmp_path / "agent.yaml")]
-    assert cli(["drift", "reference", "show", *config]) == 2  # reports never create or migrate the store
-    assert "run `rag-monitor store migrate`" in capsys.readouterr().err
-    assert cli(["store", "migrate", *config]) == 0
+    assert cli(["drift", "reference", "show", *config]) == 2  # no store yet: says where it looked
+    assert f"no store at {tmp_path / 'data' / 'rag-monitor.db'}" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+    store = open_store(f"sqlite:///{tmp_path / 'data' / 'rag-monitor.db'}")  # as the agent does
     assert cli(["drift", "reference", "show", *config]) == 0
     assert "intent: the first 7 days (profile default" in capsys.readouterr().out
-
-    store = open_store(f"sqlite:///{tmp_path / 'data' / 'rag-monitor.db'}")
     profile = load_profiles(tmp_path / "profiles.yaml")[0]
     now = [1_800_000_000.0]
     feed = DriftFeed(store, [profile], clock=lambda: now[0])

@@ -1,7 +1,7 @@
 """Imports point one way, down the layers of DESIGN.md; no plane reaches sideways into another.
 
     semconv, record, settings, config_files, masking, estimators,
-    templating, defaults (shipped config files)      the bottom
+    templating, logs, extras, defaults (shipped config files)   the bottom
     sdk (on semconv alone); collectors, store, alerts  on the bottom
     review, detectors, faithfulness                  on store (and the bottom)
     agent                                            composes them all
@@ -27,6 +27,7 @@ LAYER = {
     "defaults": 0,  # the shipped config files (data) and their sync script
     "masking": 0,
     "estimators": 0,  # every weighted rate's arithmetic (numpy only): every plane reports rates
+    "logs": 0, "extras": 0,  # logging set-up; which extra brings an optional dependency
     "sdk": 1, "collectors": 1, "store": 1, "alerts": 1,
     "review": 2, "detectors": 2, "faithfulness": 2,
     "agent": 3,
