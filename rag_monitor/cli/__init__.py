@@ -25,11 +25,9 @@ def _agent(args: argparse.Namespace) -> int:
     limit_native_threads(settings.torch_threads)
     from rag_monitor.agent.service import Agent  # after the thread limits: numpy reads them on import
 
-    agent = Agent(settings)
-    # Opened (and the store migrated) before the servers start: a store this version cannot use
-    # ends the command with one line (``SchemaMismatch``), not a traceback from the server's startup.
-    agent.open()
-    agent.run()
+    # run() checks the ports, then opens (and migrates) the store before the servers start: a store
+    # this version cannot use ends the command with one line (``SchemaMismatch``), not a traceback.
+    Agent(settings).run()
     return 0
 
 

@@ -37,10 +37,12 @@ def test_drift_reference_with_the_default_settings(tmp_path):
     show = run_cli(tmp_path, "drift", "reference", "show")
     assert_one_line_error(show, f"no store at {tmp_path / 'data' / 'rag-monitor.db'}", "--config", "--data-dir")
     assert not (tmp_path / "data").exists()
+    migrate = run_cli(tmp_path, "store", "migrate")  # only the agent or `store migrate` creates a store
+    assert migrate.returncode == 0, migrate.stderr
+    assert "alembic" not in migrate.stderr  # migration steps are DEBUG chatter
     reset = run_cli(tmp_path, "drift", "reference", "reset")
     assert reset.returncode == 0, reset.stderr
     assert "query_embedding: new reference version" in reset.stdout
-    assert "alembic" not in reset.stderr  # migration steps are DEBUG chatter
     show = run_cli(tmp_path, "drift", "reference", "show")
     assert show.returncode == 0, show.stderr
     signals = sorted(line.split(":")[0] for line in show.stdout.splitlines())
@@ -118,6 +120,7 @@ def test_demo_help_and_readme_agree_on_how_long_quick_takes(tmp_path):
 
 
 def test_drift_report_without_the_report_extra_says_so_once(tmp_path):
+    assert run_cli(tmp_path, "store", "migrate").returncode == 0
     assert run_cli(tmp_path, "drift", "reference", "reset").returncode == 0  # a store with the default profiles
     result = run_cli(tmp_path, "drift", "report", "--out", "report", prelude="sys.modules.update(evidently=None)")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
