@@ -231,9 +231,9 @@ def curated(t: dict) -> dict[str, Callable[[Metric], list[PanelSpec]]]:
             Target("max by (scorer) (rag:faithfulness_unsupported_ratio)", "{{scorer}}"),), "percentunit", m.doc,
             thresholds=(t["faithfulness"]["max_unsupported_ratio"],))],
         "rag_unsupported_rate_ppi": lambda m: [PanelSpec("Unsupported-answer rate by release: prediction-powered (interval), humans only, scorer only", (
-            Target('max by (release) (rag:unsupported_rate_ppi{bound="estimate",variant!="shadow"})', "{{release}} prediction-powered"),
-            Target('max by (release) (rag:unsupported_rate_ppi{bound="lower",variant!="shadow"})', "{{release}} prediction-powered lower"),
-            Target('max by (release) (rag:unsupported_rate_ppi{bound="upper",variant!="shadow"})', "{{release}} prediction-powered upper"),
+            Target('max by (release) (rag_unsupported_rate_ppi{bound="estimate",variant!="shadow"})', "{{release}} prediction-powered"),
+            Target('max by (release) (rag_unsupported_rate_ppi{bound="lower",variant!="shadow"})', "{{release}} prediction-powered lower"),
+            Target('max by (release) (rag_unsupported_rate_ppi{bound="upper",variant!="shadow"})', "{{release}} prediction-powered upper"),
             Target('max by (release) (rag:unsupported_rate_human{bound="estimate",variant!="shadow"})', "{{release}} humans only"),
             Target('max by (release) (rag:unsupported_rate_scorer{variant!="shadow"})', "{{release}} scorer only (biased)")),
             "percentunit", m.doc, thresholds=(t["faithfulness"]["max_unsupported_ratio"],))],

@@ -27,6 +27,7 @@ from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.record import QueryRecord
 from rag_monitor.review.sampler import Sampler
 from rag_monitor.store import Store, StoreUnavailable
+from rag_monitor.store.queue import DEFAULT_QUEUE
 
 ORPHAN_AGE_S = 3600.0
 """Pending spans stored this long ago belong to a replica that died: no root will claim them."""
@@ -139,7 +140,8 @@ class IngestPipeline:
         with self.metrics.store_latency.labels("ingest").time():
             written = self.writer.write(output, request_spans, expiring=expiring, now=self.clock())
         for item in written.outcome.queued:
-            self.metrics.sampled.labels(item.stratum).inc()
+            if item.queue == DEFAULT_QUEUE:  # the review sample; the scored-only rest is the scorer's
+                self.metrics.sampled.labels(item.stratum).inc()
         if written.pull_expired:
             self.metrics.review_pull_expired.inc(written.pull_expired)
         self._count_assembly(output)

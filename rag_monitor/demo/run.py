@@ -172,8 +172,9 @@ def _write_configs(root: Path, quick: bool) -> dict[str, str]:
     config = root / "config"
     config.mkdir(exist_ok=True)
     # 20% base rate (production default 1%) so a few minutes of traffic fill the review queue.
+    # The scorer labels more (60%, no budget): the prediction-powered rate has a scored sample to lean on.
     (config / "sampling.yaml").write_text(yaml.safe_dump({"base_rate": 0.2, "thumbs_down_rate": 1.0, "refusal_rate": 0.2,
-                                                          "shadow_pair_rate": 0.5}))
+                                                          "shadow_pair_rate": 0.5, "score_rate": 0.6, "score_budget": 0}))
     shipped = yaml.safe_load((REPO / "collectors" / "prices.yaml").read_text()) if (REPO / "collectors" / "prices.yaml").exists() else {}
     models = dict(shipped.get("models", {}))
     # The extractive generator is free; priced like a small hosted model so cost per query means something.

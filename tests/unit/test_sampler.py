@@ -7,7 +7,7 @@ import random
 import pytest
 
 from rag_monitor.record import Feedback, QueryRecord
-from rag_monitor.review.sampler import Sampler, SamplingConfig
+from rag_monitor.review.sampler import Sampler, SamplingConfig, ScoreRate
 
 
 def record(trace_id: str, **fields) -> QueryRecord:
@@ -137,3 +137,36 @@ def test_horvitz_thompson_estimates_stay_unbiased_when_complaints_arrive_later()
         assert abs(m - truth) < 4 * se, (m, truth, se)
     m, se = mean_and_se(stale_estimates)
     assert m - truth > 4 * se, "the old weights must show their bias (complaints over-weighted)"
+
+
+def test_the_review_sample_is_a_subsample_of_the_scored_one():
+    sampler = Sampler(SamplingConfig(base_rate=0.05, refusal_rate=0.5, score_rate=0.2))
+    ids = trace_ids(5000, seed=3)
+    records = [record(t) for t in ids[:4000]] + [record(t, refused=True) for t in ids[4000:]]
+    scored = reviewed = 0
+    for r in records:
+        decision = sampler.decide(r)
+        p = sampler.score_probability(r, decision, 0.2)
+        if decision is not None:
+            assert p == max(0.2, decision.probability)  # reviewed implies scored, with both probabilities
+            reviewed += 1
+        if p is not None:
+            assert sampler.uniform(r.trace_id) < p
+            scored += 1
+        else:
+            assert sampler.uniform(r.trace_id) >= max(0.2, sampler.stratum(r)[1])
+    assert 4000 * 0.2 + 1000 * 0.5 - 150 < scored < 4000 * 0.2 + 1000 * 0.5 + 150
+    assert reviewed < scored
+
+
+def test_the_scoring_rate_is_lowered_to_the_budget():
+    now = [0.0]
+    rate = ScoreRate(SamplingConfig(score_rate=0.1, score_budget=5.0), window_s=60.0, clock=lambda: now[0])
+    assert rate.observe(10) == 0.1  # 10 queries a minute: far under budget
+    for _ in range(60):
+        now[0] += 1.0
+        p = rate.observe(100)  # about 100 queries/s: 10 pairs/s at 10%, twice the budget
+    assert p == pytest.approx(5.0 / 100, rel=0.05)
+    assert ScoreRate(SamplingConfig(score_rate=0.1, score_budget=0)).observe(10**6) == 0.1  # no bound
+    with pytest.raises(ValueError, match="score_budget"):
+        SamplingConfig(score_budget=-1)
