@@ -1,10 +1,10 @@
 """False pages over a month of stationary traffic with a daily topic cycle, driving the real drift
-feed, store and runs with a fast-forwarded clock; then windows to page under a 10% new topic; and
-the regeneration band's false pages on a month of traffic with a daily cycle.
+feed, store and runs with a fast-forwarded clock; then windows to page under a 10% new topic.
+(The regeneration band's false pages are ``regeneration_band.py``'s.)
 
 Drift: banking77 training queries (67 known intents) are the traffic (see ``drift_data.py``).
 Every intent has its own peak hour: its share swings by +-80% over the day, and the query rate by
-+-60% (``RATE`` an hour on average), so a window of a few hours holds a different topic mix than
++-60% (``--rate`` an hour on average), so a window of a few hours holds a different topic mix than
 the whole day. Each query retrieves the 3 nearest of 400 "documents" (banking77 queries set
 apart as FAQ entries), and a quarter of the queries also get one of 5 popular documents, so
 documents repeat across queries. The simulation feeds ``DriftFeed`` (SQLite store in a temp
@@ -12,12 +12,6 @@ directory), and at every hourly slot calls ``run_profile`` for each default prof
 ``detectors/profiles.yaml`` (the scheduler's slot logic, fast-forwarded): 7 days of reference
 period, then ``--days`` (30) days of stationary traffic, then ``--shift-days`` (3) with 10% of the
 traffic on 10 intents held out of everything before.
-
-Regeneration: the rule's band (``regeneration_rules.band_half_width``, the PromQL's formula) on
-minute-level binomial traffic with the same daily rate cycle and a daily cycle of the
-regeneration probability (and without it), 4 weeks of history then 360 days evaluated each minute
-with the rule's ``for`` (reported per 30 days); the old band (3 x stddev over a week, at least
-0.02, 200 queries) beside it.
 
 Bounded for two shared cores: the drift part runs at ``--rate 100`` queries an hour, so a default
 1,000-query window fills in about 10 hours (the hourly schedule skips until then: 72 windows in
@@ -45,8 +39,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from drift_data import banking77, embed  # noqa: E402
 
-from rag_monitor.alerts.generate import load_thresholds, parse_duration  # noqa: E402
-from rag_monitor.alerts.regeneration_rules import band_half_width, band_z  # noqa: E402
 from rag_monitor.detectors.feed import DriftFeed  # noqa: E402
 from rag_monitor.detectors.jobs import run_profile  # noqa: E402
 from rag_monitor.detectors.profiles import load_profiles  # noqa: E402
@@ -56,7 +48,6 @@ from rag_monitor.store import open_store  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results"
 HOUR = 3600.0
 DAY = 86400.0
-RATE = 250  # queries an hour on average (the regeneration simulation); the drift one takes --rate
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC (a Thursday)
 MODEL = "all-MiniLM-L6-v2"
 
@@ -181,90 +172,25 @@ def simulate_drift(args) -> dict:
             "documents_first_day": {"distinct": len(counts), "top5_share_of_retrievals": sum(counts[:5]) / max(sum(counts), 1)}}
 
 
-def simulate_regeneration(args) -> dict:
-    """Minute-level binomial traffic; the new band and the old one evaluated like the rule."""
-    r = load_thresholds(ROOT / "alerts" / "thresholds.yaml")["regeneration"]
-    rng = np.random.default_rng(args.seed + 1)
-    window = int(parse_duration(r["window"]) // 60)
-    season = int(parse_duration(r["season"]) // 60)
-    for_minutes = int(parse_duration(r["for"]) // 60)
-    history = r["seasons"] * season
-    days = args.regeneration_days
-    minutes = history + int(days * 1440)
-    t = np.arange(minutes)
-    hour_of_day = (t / 60) % 24
-    rates = {}
-    results = {}
-    for label, per_hour, swing in (("low_traffic_60_per_hour", 60, 0.3), ("default_250_per_hour", RATE, 0.3),
-                                   ("high_traffic_2000_per_hour", 2000, 0.3), ("low_traffic_flat_ratio", 60, 0.0),
-                                   ("default_flat_ratio", RATE, 0.0)):
-        lam = per_hour / 60 * (1 + 0.6 * np.cos(2 * np.pi * (hour_of_day - 14) / 24))
-        p = 0.05 * (1 + swing * np.cos(2 * np.pi * (hour_of_day - 20) / 24))
-        queries = rng.poisson(lam)
-        regenerations = rng.binomial(queries, p)
-        kernel = np.ones(window)
-        q_window = np.convolve(queries, kernel)[: minutes]
-        g_window = np.convolve(regenerations, kernel)[: minutes]
-        ratio = np.where(q_window > 0, g_window / np.maximum(q_window, 1), np.nan)
-        past = np.stack([np.roll(ratio, season * k) for k in range(1, r["seasons"] + 1)])
-        baseline = np.nanmean(past, axis=0)
-        stdvar = np.nanvar(past, axis=0)
-        half = band_half_width(baseline, q_window, stdvar, r["seasons"], band_z(r), r["min_band"])
-        outside = ((ratio > baseline + half) | (ratio < np.maximum(baseline - half, 0))) & (q_window >= r["min_queries"])
-        # old rule: 3 x stddev of the ratio over a week, at least 0.02, 200 queries
-        week = season
-        cumsum = np.nancumsum(np.nan_to_num(ratio))
-        cumsq = np.nancumsum(np.nan_to_num(ratio) ** 2)
-        mean_w = (cumsum - np.roll(cumsum, week)) / week
-        var_w = np.maximum((cumsq - np.roll(cumsq, week)) / week - mean_w**2, 0)
-        old_half = np.maximum(3 * np.sqrt(var_w), 0.02)
-        outside_old = ((ratio > baseline + old_half) | (ratio < np.maximum(baseline - old_half, 0))) & (q_window >= 200)
-        evaluated = slice(history, minutes)
-        results[label] = {
-            "new_band_false_pages": _pages(outside[evaluated], for_minutes) * 30 / days,
-            "old_band_false_pages": _pages(outside_old[evaluated], for_minutes) * 30 / days,
-            "mean_half_width_new": float(np.nanmean(half[evaluated])),
-            "mean_half_width_old": float(np.nanmean(old_half[evaluated])),
-        }
-        rates[label] = per_hour
-    return {"z": band_z(r), "days": days, "ratio_daily_swing": "±30% (flat: none)", "thresholds": {k: r[k] for k in ("window", "season", "seasons", "false_pages_per_30d", "min_band", "min_queries", "for")},
-            "per_30_days": results, "queries_per_hour": rates}
-
-
-def _pages(condition: np.ndarray, for_minutes: int) -> int:
-    """Alerts that fire: runs of the condition longer than ``for`` (each counted once)."""
-    pages, run = 0, 0
-    for value in condition:
-        run = run + 1 if value else 0
-        if run == for_minutes + 1:
-            pages += 1
-    return pages
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=float, default=30)
     parser.add_argument("--shift-days", type=float, default=3, help="days of the 10%% new topic (about 7 windows at --rate 100)")
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--regeneration-days", type=float, default=360, help="stationary days of the regeneration simulation")
-    parser.add_argument("--regeneration-only", action="store_true")
     parser.add_argument("--rate", type=float, default=100, help="drift simulation: queries an hour on average")
     parser.add_argument("--window", type=int, default=None, help="cut the embedding profiles' window (default: theirs)")
     parser.add_argument("--reference-size", type=int, default=None, help="cut the embedding profiles' reference reservoir")
     args = parser.parse_args()
-    result = {"regeneration": simulate_regeneration(args)}
-    print(json.dumps(result["regeneration"]["per_30_days"], indent=1), flush=True)
-    if not args.regeneration_only:
-        result["drift"] = simulate_drift(args)
-        query = next(p for p in load_profiles(ROOT / "detectors" / "profiles.yaml") if p.signal == "query_embedding")
-        result["drift"]["traffic"] = {"queries_per_hour_mean": args.rate, "embedding_window": args.window or query.current_size,
-                                      "embedding_reference_size": args.reference_size or query.reference_size,
-                                      "reference_ratio": query.reference_ratio, "daily_rate_swing": 0.6, "daily_intent_share_swing": 0.8,
-                                      "reference_days": 7, "stationary_days": args.days, "shift_days": args.shift_days,
-                                      "shift": "10% of traffic on 10 held-out banking77 intents"}
+    result = {}
+    result["drift"] = simulate_drift(args)
+    query = next(p for p in load_profiles(ROOT / "detectors" / "profiles.yaml") if p.signal == "query_embedding")
+    result["drift"]["traffic"] = {"queries_per_hour_mean": args.rate, "embedding_window": args.window or query.current_size,
+                                  "embedding_reference_size": args.reference_size or query.reference_size,
+                                  "reference_ratio": query.reference_ratio, "daily_rate_swing": 0.6, "daily_intent_share_swing": 0.8,
+                                  "reference_days": 7, "stationary_days": args.days, "shift_days": args.shift_days,
+                                  "shift": "10% of traffic on 10 held-out banking77 intents"}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    name = "drift_month.json" if not args.regeneration_only else "regeneration_month.json"
-    (RESULTS / name).write_text(json.dumps(result, indent=1) + "\n")
+    (RESULTS / "drift_month.json").write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

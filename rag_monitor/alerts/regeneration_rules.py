@@ -4,19 +4,25 @@ The numerator is ``rag_regenerated_queries_total``: a query counts once whether 
 regenerate, re-asked a near-duplicate, or both (``rag_regenerations_total{source}`` keeps the
 signals apart for dashboards, and would count a click and its re-ask twice).
 
-The band (per variant) is ``baseline ± z x sqrt(b(1-b)/n + s² (1 + 1/S))``:
+The band (per variant) is ``baseline ± sqrt(z² b(1-b)/n + t²_{S-1} s² (S+1)/(S-1))``:
 
-- ``baseline`` ``b``: the ratio at the same hour of the week, averaged over the last ``S`` seasons
-  (hour-of-week seasonality: nights and weekends differ);
+- ``baseline`` ``b``: the ratio at the same hour of the week, averaged over the ``S`` past seasons
+  present (at most ``seasons``; hour-of-week seasonality: nights and weekends differ);
 - ``b(1-b)/n``: the binomial noise of the current window's ``n`` queries, so a quiet hour gets a
-  wide band and a busy one a narrow band;
-- ``s²``: the variance of those ``S`` past ratios (week-to-week variation and their own noise),
-  plus ``s²/S`` for the error of the baseline itself;
-- ``z``: from the false-page budget, ``z = Φ⁻¹(1 - budget / (2 x windows per 30 days))``,
-  two-sided, one independent window per ``window`` (Bonferroni over a month).
+  wide band and a busy one a narrow band (``b`` at least ``1/n``: a history of zeros at low
+  traffic would otherwise make one regeneration page); ``z = Φ⁻¹(1 - budget / (2 x windows per 30 days))``,
+  two-sided, one independent window per ``window`` (Bonferroni over a month);
+- ``s²``: ``stdvar`` (the population variance) of those ``S`` past ratios; ``s² S/(S-1)`` is the
+  sample variance and ``(1 + 1/S)`` adds the error of the baseline itself: the prediction
+  interval of a new season's value, whose spread estimated from ``S`` values needs Student's t with
+  ``S - 1`` degrees of freedom at the same tail (``t_{S-1}``), not the normal: with 2 to 4 seasons
+  the normal's 3.2 pages 50 to 190 times the budget when the week-to-week spread dominates (high
+  traffic). The generator writes one ``t`` per season count (``band_t``) and the rule picks it by
+  ``count``.
 
-``benchmarks/drift_month.py`` measures its false pages on a month of stationary traffic with a
-daily cycle, with ``band_half_width`` below as the same formula in Python.
+``benchmarks/regeneration_band.py`` measures its false pages with week-to-week variation at high
+and low traffic and with a holiday week, with ``band_half_width`` below as the same formula in
+Python.
 """
 
 from __future__ import annotations
@@ -30,26 +36,78 @@ from rag_monitor.alerts.thresholds import format_duration, parse_duration
 THIRTY_DAYS_S = 30 * 86400
 
 
+def _month_tail(r: Mapping[str, Any]) -> float:
+    """The two-sided tail probability per window: the false-page budget over a month's windows."""
+    return r["false_pages_per_30d"] / (THIRTY_DAYS_S / parse_duration(r["window"]))
+
+
 def band_z(r: Mapping[str, Any]) -> float:
-    """The band's z from the false-page budget of ``thresholds["regeneration"]`` (3 decimals)."""
+    """The binomial term's z from the false-page budget of ``thresholds["regeneration"]`` (3 decimals)."""
     from statistics import NormalDist
 
-    windows = THIRTY_DAYS_S / parse_duration(r["window"])
-    return round(NormalDist().inv_cdf(1 - r["false_pages_per_30d"] / (2 * windows)), 3)
+    return round(NormalDist().inv_cdf(1 - _month_tail(r) / 2), 3)
 
 
-def band_half_width(baseline, queries, season_variance, seasons, z: float, min_band: float):
-    """The rule's half-width, in numpy (for the simulation): same formula as the PromQL."""
+def band_t(r: Mapping[str, Any]) -> dict[int, float]:
+    """Seasons present -> Student's t quantile with ``seasons - 1`` degrees of freedom at the same
+    two-sided tail as ``band_z`` (3 decimals), for every count the alert may run with."""
+    return {s: round(student_t_quantile(1 - _month_tail(r) / 2, s - 1), 3) for s in range(r["min_seasons"], r["seasons"] + 1)}
+
+
+def _student_t_two_sided(t: float, df: int) -> float:
+    """P(|T| <= t) for Student's t with integer ``df`` (Abramowitz and Stegun 26.7.3-4: closed forms)."""
+    import math
+
+    theta = math.atan(t / math.sqrt(df))
+    c2 = math.cos(theta) ** 2
+    if df % 2:  # odd
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(3, df, 2):
+            term *= c2 * (k - 1) / k
+            total += term
+        return 2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
+    term, total = 1.0, 1.0
+    for k in range(2, df, 2):
+        term *= c2 * (k - 1) / k
+        total += term
+    return math.sin(theta) * total
+
+
+def student_t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile (p > 0.5) of Student's t with integer ``df`` >= 1, by bisection (no scipy:
+    the generator runs without the agent's extras)."""
+    if not 0.5 < p < 1 or df < 1:
+        raise ValueError(f"student_t_quantile: need 0.5 < p < 1 and df >= 1, got p={p!r}, df={df!r}")
+    target = 2 * p - 1
+    low, high = 0.0, 1.0
+    while _student_t_two_sided(high, df) < target:
+        high *= 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if _student_t_two_sided(mid, df) < target else (low, mid)
+    return (low + high) / 2
+
+
+def band_half_width(baseline, queries, season_variance, seasons, z: float, t, min_band: float):
+    """The rule's half-width, in numpy (for the simulation): same formula as the PromQL.
+
+    ``season_variance`` is the population variance (``stdvar``) of the ``seasons`` past ratios;
+    ``t`` the Student quantile for that season count (``band_t``), an array or a number."""
     import numpy as np
 
-    variance = baseline * (1 - baseline) / np.maximum(queries, 1) + season_variance * (1 + 1 / seasons)
-    return np.maximum(z * np.sqrt(variance), min_band)
+    n = np.maximum(queries, 1)
+    p = np.maximum(baseline, 1 / n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        variance = (z * z * p * (1 - p) / n
+                    + np.square(t) * season_variance * (seasons + 1) / (seasons - 1))
+    return np.maximum(np.sqrt(variance), min_band)
 
 
 def _regeneration_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     r = t["regeneration"]
     w = r["window"]
     z = band_z(r)
+    ts = band_t(r)
     season = parse_duration(r["season"])
     seasons = "\nor\n".join(
         f'label_replace(rag:regeneration_ratio offset {format_duration(season * i)}, "season", "{i}", "", "")'
@@ -80,12 +138,22 @@ def _regeneration_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
             _record("rag:regeneration_ratio:baseline", f"avg without (season) (\n{_indent(seasons, 2)}\n)"),
             _record("rag:regeneration_ratio:baseline_seasons", f"count without (season) (\n{_indent(seasons, 2)}\n)"),
             _record("rag:regeneration_ratio:baseline_stdvar", f"stdvar without (season) (\n{_indent(seasons, 2)}\n)"),
+            # Student's t for the seasons present (S - 1 degrees of freedom), one per count.
+            _record("rag:regeneration_ratio:band_t", "\nor\n".join(
+                f"0 * (rag:regeneration_ratio:baseline_seasons == {n}) + {_num(t)}" for n, t in ts.items())),
+            # The binomial term's rate: at least one regeneration in the window, so a history of
+            # zeros at low traffic does not make a single regeneration page.
+            _record("rag:regeneration_ratio:binomial_p", """
+rag:regeneration_ratio:baseline > 1 / clamp_min(rag:regeneration_ratio:queries, 1)
+or
+1 / clamp_min(rag:regeneration_ratio:queries, 1)"""),
             _record("rag:regeneration_ratio:half_width", f"""
 clamp_min(
-  {_num(z)} * sqrt(
-    rag:regeneration_ratio:baseline * (1 - rag:regeneration_ratio:baseline)
+  sqrt(
+    {_num(round(z * z, 6))} * rag:regeneration_ratio:binomial_p * (1 - rag:regeneration_ratio:binomial_p)
     / clamp_min(rag:regeneration_ratio:queries, 1)
-    + rag:regeneration_ratio:baseline_stdvar * (1 + 1 / rag:regeneration_ratio:baseline_seasons)
+    + rag:regeneration_ratio:band_t ^ 2 * rag:regeneration_ratio:baseline_stdvar
+    * (rag:regeneration_ratio:baseline_seasons + 1) / (rag:regeneration_ratio:baseline_seasons - 1)
   ),
   {_num(r['min_band'])}
 )"""),
@@ -113,9 +181,9 @@ and on (variant) rag:regeneration_ratio:baseline_seasons >= {r['min_seasons']}""
             f"""
 Meaning: regenerated queries per query over the last {w} (a regenerate click and the re-ask it triggers are one) left the control band learned from the ratio's
 own history: the baseline is its mean at the same time of week over the last {r['seasons']} x {r['season']}
-(hour-of-week seasonality: nights and weekends differ); the half-width is {_num(z)} standard errors, where
-the error adds the binomial noise of this window's query count to the week-to-week variance, and
-{_num(z)} keeps false pages within {_num(r['false_pages_per_30d'])} per 30 days per variant (at least {_num(r['min_band'])});
+(hour-of-week seasonality: nights and weekends differ); the half-width adds {_num(z)} binomial standard
+errors of this window's query count to Student's t ({", ".join(f"{_num(t)} with {n} seasons" for n, t in ts.items())})
+times the week-to-week spread, which keeps false pages within {_num(r['false_pages_per_30d'])} per 30 days per variant (at least {_num(r['min_band'])});
 it needs {r['min_queries']} queries in the window and {r['min_seasons']} seasons of history. Above the band users
 re-ask because answers fail them; below it the regenerate control or its telemetry may be broken.
 Check first: rag:regeneration_ratio:by_intent for the intents that carry the change,

@@ -127,8 +127,8 @@ def validate_thresholds(raw: Mapping[str, Any], overrides: Mapping[str, Any] | N
     reg = out["regeneration"]
     if reg["min_seasons"] > reg["seasons"]:
         raise ThresholdsError("regeneration.min_seasons must not exceed regeneration.seasons")
-    if reg["seasons"] < 1:
-        raise ThresholdsError("regeneration.seasons must be at least 1")
+    if reg["min_seasons"] < 2:
+        raise ThresholdsError("regeneration.min_seasons must be at least 2 (one season has no week-to-week spread)")
     return out
 
 

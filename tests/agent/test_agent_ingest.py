@@ -95,6 +95,8 @@ def test_regenerations_explicit_and_inferred(running_agent, sdk):
     wait_until(lambda: running_agent.metric("rag_regenerations_total", {**rv, "source": "inferred"}) == 1,
                timeout=10, what="inferred (the regeneration job's next tick)")
     assert running_agent.metric("rag_regenerations_total", {**rv, "source": "explicit"}) == 1
+    # Two signals of one regeneration: the click and the re-ask name the same query.
+    assert running_agent.metric("rag_regenerated_queries_total", rv) == 1
 
 
 def test_refusal_and_error_are_counted(running_agent, sdk):

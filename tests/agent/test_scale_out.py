@@ -151,3 +151,30 @@ def test_a_reask_routed_to_the_other_replica_counts_as_a_regeneration(start_agen
     wait_until(lambda: inferred() == [0, 1], timeout=10, what="the second replica to see the first one's query")
     time.sleep(1.5)  # and nothing more after the next ticks
     assert inferred() == [0, 1]
+
+
+def test_a_click_on_one_replica_and_its_reask_on_the_other_are_one_regenerated_query(start_agent, postgres_url):
+    """The regenerate feedback goes with its query's trace to one replica, the re-ask (a new trace)
+    to the other: the store's claim makes them one regenerated query across replicas."""
+    replicas = [start_agent(store_url=postgres_url, regeneration_check_interval_s=0.1) for _ in range(2)]
+    monitors = [rag_monitor.init(service_name="svc", endpoint=r.otlp_url, release="r1") for r in replicas]
+    total = lambda name, **match: sum(r.metric_sum(name, **match) for r in replicas)  # noqa: E731
+    try:
+        with monitors[0].query("Why was I charged twice?", session_id="s-7") as first:
+            first.answer("A pending authorisation.")
+        monitors[0].feedback(first, "regenerate")
+        assert monitors[0].force_flush(timeout_s=10)
+        wait_until(lambda: total("rag_regenerations_total", source="explicit") == 1, timeout=10, what="the click")
+        clicked = time.time()  # the first replica's regeneration job has put the query in the session window
+        wait_until(lambda: replicas[0].metric_sum("rag_agent_job_last_success_timestamp_seconds", job="regeneration") > clicked,
+                   timeout=10, what="a regeneration check after the click")
+        with monitors[1].query("why was i charged twice", session_id="s-7") as again:
+            again.answer("Your card was charged once; the other is a hold.")
+        assert monitors[1].force_flush(timeout_s=10)
+    finally:
+        for monitor in monitors:
+            monitor.shutdown()
+    wait_until(lambda: total("rag_regenerations_total", source="inferred") == 1, timeout=10, what="the re-ask")
+    time.sleep(1.5)  # and nothing more after the next ticks
+    assert total("rag_regenerated_queries_total") == 1
+    assert [r.metric_sum("rag_regenerated_queries_total") for r in replicas] == [1, 0]  # the click claimed it first

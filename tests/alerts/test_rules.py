@@ -199,3 +199,27 @@ def test_load_rules_rejects_malformed_files(tmp_path):
     (tmp_path / "bad.yml").write_text("groups:\n- name: g\n  rules:\n  - alert: A\n    record: b\n    expr: up\n")
     with pytest.raises(RuleFileError, match="exactly one of 'alert' or 'record'"):
         load_rules(tmp_path)
+
+
+def test_the_regeneration_band_constants_are_scipys_quantiles_at_the_monthly_budget():
+    """The shipped rule's z (binomial term) is the normal quantile and its t per season count the
+    Student quantile with S - 1 degrees of freedom, both at the two-sided tail budget / windows."""
+    import re
+
+    from scipy.stats import norm, t
+
+    r = load_thresholds(ALERTS / "thresholds.yaml")["regeneration"]
+    tail = r["false_pages_per_30d"] / (30 * 86400 / parse_duration(r["window"]))
+    records = {rule["record"]: rule["expr"] for group in yaml.safe_load((RULES / "regeneration.yml").read_text())["groups"]
+               for rule in group["rules"] if "record" in rule}
+    shipped_t = {int(n): float(v) for n, v in re.findall(r"baseline_seasons == (\d+)\) \+ ([\d.]+)", records["rag:regeneration_ratio:band_t"])}
+    assert sorted(shipped_t) == list(range(r["min_seasons"], r["seasons"] + 1))
+    for seasons, value in shipped_t.items():
+        assert value == pytest.approx(t.ppf(1 - tail / 2, seasons - 1), abs=5e-4), seasons
+    z_squared = float(re.search(r"sqrt\(\s*([\d.]+) \*", records["rag:regeneration_ratio:half_width"]).group(1))
+    assert z_squared ** 0.5 == pytest.approx(norm.ppf(1 - tail / 2), abs=5e-4)
+
+
+def test_the_regeneration_band_needs_two_seasons():
+    with pytest.raises(ThresholdsError, match="min_seasons must be at least 2"):
+        load_thresholds(ALERTS / "thresholds.yaml", overrides={"regeneration.min_seasons": 1})
