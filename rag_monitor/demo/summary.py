@@ -112,6 +112,8 @@ class DemoSummary:
     """The shadow report over every sampled pair (``review.shadow.ShadowReport``)."""
     shadow_archived: Any = None
     """The same over the pairs whose production answer cited an archived policy."""
+    human_queue: dict[str, int] = field(default_factory=dict)
+    """What waits for the person trying the demo: ``items`` (claimable by them), ``pairs``."""
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -121,7 +123,7 @@ def _ratio(num: float, den: float) -> float | None:
 def collect_summary(
     agent: Any, phases: Sequence[Any], alerts: Sequence[Mapping[str, Any]], urls: Mapping[str, str],
     drift: Sequence[Mapping[str, Any]] = (), notes: Sequence[str] = (), probes: Sequence[Any] = (),
-    archived_ids: Iterable[str] = (),
+    archived_ids: Iterable[str] = (), human_queue: Mapping[str, int] | None = None,
 ) -> DemoSummary:
     """Everything the summary shows, read from the agent (registry and store) and the webhook."""
     from rag_monitor.review.shadow import halves, shadow_report
@@ -170,7 +172,7 @@ def collect_summary(
         stages=stages, releases=releases, phases=list(phases), drift=[dict(d) for d in drift],
         alerts=_firing_first(alerts), review_queue=dict(depth), review_by_stratum=strata,
         thumbs_down_in_queue=in_queue, thumbs_down_sent=len(thumbs_sent), urls=dict(urls), notes=list(notes),
-        probes=list(probes), probe_errors=sum(sums_by(registry, "rag_probe_errors_total", []).values()),
+        human_queue=dict(human_queue or {}), probes=list(probes), probe_errors=sum(sums_by(registry, "rag_probe_errors_total", []).values()),
         shadow=shadow_report(agent.store, call_cost=agent.prices.call_cost),
         shadow_archived=shadow_report(agent.store, call_cost=agent.prices.call_cost, keep=cites_archived),
     )
@@ -243,6 +245,9 @@ def render_summary(s: DemoSummary) -> str:
     lines += ["", "Review queue: " + ", ".join(f"{k} {v}" for k, v in sorted(s.review_queue.items()))
               + "   sampled by stratum: " + ", ".join(f"{k} {v}" for k, v in sorted(s.review_by_stratum.items())),
               f"  thumbs-down answers in the queue: {s.thumbs_down_in_queue} of {s.thumbs_down_sent}"]
+    if s.human_queue:
+        lines.append(f"  waiting for you: {s.human_queue.get('items', 0)} items ({s.human_queue.get('pairs', 0)} of them shadow pairs),"
+                     " never seen by the simulated reviewer: open the review page below")
     if s.shadow is not None:
         lines += ["", "Shadow candidate vs production (blind pairwise review; `rag-monitor shadow report`)"]
         lines += [f"  {line}" for line in s.shadow.text().splitlines()]
