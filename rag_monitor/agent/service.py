@@ -218,7 +218,8 @@ class Agent:
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
         self.review_metrics = ReviewMetricsCollector(self.store, reviewers=[r.name for r in self.reviewers], top_releases=s.top_releases)
         self.registry.register(self.review_metrics)
-        self.shadow_metrics = ShadowMetricsCollector(self.store, call_cost=self.prices.call_cost, top_candidates=s.top_releases)
+        self.shadow_metrics = ShadowMetricsCollector(self.store, call_cost=self.prices.call_cost, top_candidates=s.top_releases,
+                                                     storage_usd_per_query=s.storage_usd_per_query)
         self.registry.register(self.shadow_metrics)
         self.review_app = ReviewApp(
             self.store, self.reviewers, claim_s=s.review_claim_s, on_review=self._on_review,
