@@ -280,8 +280,9 @@ def _write_report(root: Path, agent: Any, summary: Any, phases: list, alerts: li
     from rag_monitor.demo.services import alerts_dir
 
     limits = yaml.safe_load((alerts_dir() / "thresholds.yaml").read_text())  # the demo keeps these two
-    return write_report(root / "report", agent, summary, phases, alerts, DRIFT_PROFILE,
-                        alpha=_drift_profiles(True)["profiles"][0]["alpha"],
+    profile = next(p for p in agent.profiles if p.name == DRIFT_PROFILE)
+    return write_report(root / "report", agent, summary, phases, alerts, DRIFT_PROFILE, alpha=profile.alpha,
+                        p_floor=profile.sequential_rule().p_floor,
                         thresholds={"unsupported": limits["faithfulness"]["max_unsupported_ratio"],
                                     "false_exclusion": limits["filter_false_exclusion"]["max_ratio"]})
 
