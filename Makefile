@@ -9,7 +9,7 @@ TOOLS := .tools
 TORCH := torch==2.13.0
 EXTRAS := agent,report,embeddings,hhem,phoenix,postgres,dev
 
-.PHONY: test demo venv system-deps tools bench clean helm-sync defaults-sync alerts-generate dashboards image image-slim
+.PHONY: test demo screenshots venv system-deps tools bench clean helm-sync defaults-sync alerts-generate dashboards image image-slim
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,8 +51,14 @@ test: $(STAMP) system-deps tools
 demo: $(STAMP) system-deps
 	$(PY) -m rag_monitor.cli demo $(DEMO_ARGS)
 
+# The README's demo images (docs/demo-report.png, docs/review-page.png) and the figures it quotes
+# (benchmarks/results/demo.json), from one demo run in headless Chromium. SCREENSHOT_ARGS=--quick: shorter.
+screenshots: $(STAMP) system-deps
+	$(PY) benchmarks/screenshots.py $(SCREENSHOT_ARGS)
+	$(PY) benchmarks/figures.py
+
 bench: $(STAMP)
-	for b in $(filter-out benchmarks/figures.py,$(wildcard benchmarks/*.py)); do $(PY) $$b || exit 1; done
+	for b in $(filter-out benchmarks/figures.py benchmarks/screenshots.py,$(wildcard benchmarks/*.py)); do $(PY) $$b || exit 1; done
 	$(PY) benchmarks/figures.py  # README and docs figures from the fresh results
 
 clean:

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from rag_monitor import semconv
 from rag_monitor.agent.releases import ReleaseLabels
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
-from rag_monitor.record import Feedback, ModelCall, QueryRecord
+from rag_monitor.collectors.pricing import model_calls, price_query
+from rag_monitor.record import Feedback, QueryRecord
 from rag_monitor.store import SessionQuery
 
 _WORD = re.compile(r"\w+")
-_COMPONENT_OF_CALL = {"llm": "generation", "embedding": "embedding", "rerank": "rerank", "retrieval": "retrieval"}
-"""The cost component each kind of call belongs to (``rag_query_component_cost_usd``)."""
 
 
 def _tokens(text: str) -> frozenset[str]:
@@ -267,15 +266,10 @@ class QueryObserver:
         self.count_regenerated_query(*labels)
 
     def _observe_calls(self, record: QueryRecord, release: str, variant: str) -> float | None:
-        """Tokens and cost of every model call under the call's own model; the query's cost is
-        their sum, observed when every call with tokens is priced."""
+        """Tokens and cost of every model call under the call's own model; the query's cost
+        (``price_query``, as the shadow report has it) when every call that needs a price has one."""
         m = self._children
-        calls = record.model_calls
-        if not calls and (record.llm_calls or record.total_tokens):  # a record made before model_calls
-            calls = [ModelCall("llm", record.llm_model, record.prompt_tokens, record.completion_tokens)]
-        total, priced, unpriced = 0.0, 0, set()
-        components: dict[str, float] = {}
-        for call in calls:
+        for call in model_calls(record):
             model = self.model(call.model)
             for kind, n in (("prompt", call.input_tokens), ("completion", call.output_tokens), ("cached_prompt", call.cached_input_tokens)):
                 if n:
@@ -284,27 +278,17 @@ class QueryObserver:
                 saved = self.cache_saving(call)
                 if saved:
                     m.cache_saved.labels(release, variant, semconv.CACHE_PROMPT).inc(saved)
-            cost = self.cost_of(call)
-            if cost is None:
-                if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
-                    continue  # a rerank or retrieval without tokens or a per-call price: nothing to price
-                unpriced.add(model)
-                continue
-            total, priced = total + cost, priced + 1
-            m.cost.labels(release, variant, model).inc(cost)
-            component = _COMPONENT_OF_CALL.get(call.kind, "generation")
-            components[component] = components.get(component, 0.0) + cost
-        for model in unpriced:
+        cost = price_query(record, self.cost_of, self.storage_usd_per_query)
+        for call, usd in cost.priced_calls:
+            m.cost.labels(release, variant, self.model(call.model)).inc(usd)
+        for model in {self.model(name) for name in cost.unpriced_models}:
             m.unpriced.labels(model).inc()
-        if not priced or unpriced:
+        if cost.total_usd is None:
             return None
-        if self.storage_usd_per_query:
-            components["storage"] = self.storage_usd_per_query
-            total += self.storage_usd_per_query
-        m.query_cost.labels(release, variant).observe(total)
-        for component, usd in components.items():
+        m.query_cost.labels(release, variant).observe(cost.total_usd)
+        for component, usd in cost.components.items():
             m.component_cost.labels(release, variant, component).observe(usd)
-        return total
+        return cost.total_usd
 
     def observe_feedback(self, record: QueryRecord | None, feedback: Feedback) -> None:
         """Count a feedback event; ``record`` gives its labels when the query is known."""

@@ -236,7 +236,8 @@ class Agent:
             self.store, lambda: [loop.scorer.name for loop in (getattr(self, "scoring", None), getattr(self, "judging", None)) if loop],
             self.review_metrics.release_label)
         self.registry.register(self.unsupported_rates)
-        self.shadow_metrics = ShadowMetricsCollector(self.store, call_cost=self.prices.call_cost, top_candidates=s.top_releases)
+        self.shadow_metrics = ShadowMetricsCollector(self.store, call_cost=self.prices.call_cost, top_candidates=s.top_releases,
+                                                     storage_usd_per_query=s.storage_usd_per_query)
         self.registry.register(self.shadow_metrics)
         self.review_app = ReviewApp(
             self.store, self.reviewers, claim_s=s.review_claim_s, on_review=self._on_review,

@@ -10,13 +10,13 @@ from rag_monitor.alerts.thresholds import parse_duration
 
 
 
-def _cluster_annotation(direction: str, what: str) -> str:
+def _cluster_annotation(direction: str, what: str, none: str) -> str:
     # The agent exports the latest run's most shifted cluster as an info series (a redacted example).
     selector = f"rag_drift_top_cluster_info{{signal='%s',detector='%s',direction='{direction}'}}"
     return (
         f'{{{{ with printf "{selector}" $labels.signal $labels.detector | query }}}}{{{{ with . | first }}}}'
         f'{what} queries like "{{{{ .Labels.example }}}}": {{{{ .Labels.current_share }}}} of the current window '
-        f"against {{{{ .Labels.reference_share }}}} of the reference{{{{ end }}}}{{{{ else }}}}no cluster stands out{{{{ end }}}}"
+        f"against {{{{ .Labels.reference_share }}}} of the reference{{{{ end }}}}{{{{ else }}}}{none}{{{{ end }}}}"
     )
 
 
@@ -55,6 +55,6 @@ with `rag-monitor drift reference set --release` if intended); if drift, look at
 queries, check faithfulness and regeneration alerts for the same period, then update the corpus or
 reset the reference.""",
     )
-    alert["annotations"]["grew"] = _cluster_annotation("over", "More")
-    alert["annotations"]["shrank"] = _cluster_annotation("under", "Fewer")
+    alert["annotations"]["grew"] = _cluster_annotation("over", "More", "no cluster of queries is clearly more common than in the reference")
+    alert["annotations"]["shrank"] = _cluster_annotation("under", "Fewer", "no cluster of queries is clearly less common than in the reference")
     return [{"name": "rag-drift-alerts", "rules": [alert]}]

@@ -25,13 +25,17 @@ def _pct(value: float) -> str:
 
 # Computed from the raw metric at template time, not from the recorded age (a rule group
 # evaluated before rag-triage would read the previous evaluation's age).
-_RELEASE_AGE_MINUTES = "(time() - max(min by (service, release) (rag_release_first_seen_timestamp_seconds))) / 60"
+_RELEASE_AGE_SECONDS = "time() - max(min by (service, release) (rag_release_first_seen_timestamp_seconds))"
+# "just now" under 5 s, seconds under a minute, then Prometheus' humanizeDuration ("17m 3s", "2h 5m 0s"):
+# a release minutes old read "deployed 0 minutes ago".
+_AGE = ('{{ $age := . | first | value }}{{ if lt $age 5.0 }}just now{{ else if lt $age 60.0 }}'
+        '{{ $age | printf "%.0f" }} seconds ago{{ else }}{{ $age | humanizeDuration }} ago{{ end }}')
 
 
 def _triage_annotation(release_window: str) -> str:
     return (
         '{{ if eq $labels.triage "regression" }}suspected regression after release {{ $labels.suspected_release }}, '
-        f'deployed {{{{ with query "{_RELEASE_AGE_MINUTES}" }}}}{{{{ . | first | value | printf "%.0f" }}}}{{{{ end }}}} minutes ago'
+        f'deployed {{{{ with query "{_RELEASE_AGE_SECONDS}" }}}}{_AGE}{{{{ end }}}}'
         f"{{{{ else }}}}suspected drift: no release in the last {release_window}{{{{ end }}}}"
     )
 

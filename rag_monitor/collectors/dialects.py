@@ -344,13 +344,21 @@ def build_record(spans: Sequence[Span], settings: DialectSettings = DEFAULT_SETT
             None,
         )
 
-    delivered = reranked if reranked is not None else list(record.retrieved)
+    # Without q.context(ids): the reranker's output, else the retrieved documents, less every
+    # document a recorded filter (entitlement or relevance) removed: the generator never saw those.
+    delivered = _not_excluded(reranked if reranked is not None else list(record.retrieved), record.filters)
     if context_ids is not None:
         known = {d.id: d for d in [*(reranked or []), *record.retrieved] if d.id is not None}
         delivered = [known.get(doc_id) or Document(id=doc_id) for doc_id in context_ids]
     record.delivered = delivered
     assign_embeddings(record, found_vectors)
     return record
+
+
+def _not_excluded(docs: list[Document], filters: list[FilterApplied]) -> list[Document]:
+    ids = {i for f in filters for i in f.excluded_ids} | {d.id for f in filters for d in f.excluded_documents if d.id}
+    contents = {d.content for f in filters for d in f.excluded_documents if d.content}
+    return [d for d in docs if not (d.id in ids if d.id is not None else d.content in contents)]
 
 
 def _summarise_llm_calls(record: QueryRecord) -> None:

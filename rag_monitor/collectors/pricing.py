@@ -4,6 +4,10 @@
     prices.cost("gpt-4o-mini-2024-07-18", prompt_tokens=812, completion_tokens=64)   # USD, or None
     prices.call_cost(record.model_calls[0])   # one call at its own model's price, cached tokens included
     prices.unknown_models        # Counter of model names with no price (cost None)
+    price_query(record, prices.call_cost, storage_usd_per_query=1e-5).total_usd   # the query's cost
+
+``price_query`` is the one definition of a query's cost: the agent's ``rag_query_cost_usd``, the
+shadow report and the demo's summary all read it, so they agree.
 
 Prices are USD per million tokens: ``input``, ``output`` and, where the provider discounts
 prompt tokens read from its cache, ``cached_input`` (cached tokens cost ``input`` without it).
@@ -27,11 +31,12 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from rag_monitor.record import ModelCall
+from rag_monitor.record import ModelCall, QueryRecord
 
-__all__ = ["CallPrice", "ModelPrice", "PriceTable"]
+__all__ = ["CallPrice", "ModelPrice", "PriceTable", "QueryCost", "price_query"]
 
 _MAX_CACHED_MODELS = 4096
 
@@ -181,3 +186,52 @@ class PriceTable:
             if price is None:
                 return None
         return price.cost(prompt_tokens, completion_tokens, cached_prompt_tokens)
+
+
+COMPONENT_OF_CALL = {"llm": "generation", "embedding": "embedding", "rerank": "rerank", "retrieval": "retrieval"}
+"""The cost component each kind of call belongs to (``rag_query_component_cost_usd``); storage is the fifth."""
+
+
+@dataclass(frozen=True)
+class QueryCost:
+    """One query's cost: ``total_usd`` (None unless every call that needs a price has one), its
+    ``components`` (generation, embedding, rerank, retrieval, storage), each priced call with its
+    cost, and the models left unpriced."""
+
+    total_usd: float | None
+    components: dict[str, float]
+    priced_calls: list[tuple[ModelCall, float]]
+    unpriced_models: frozenset[str]
+
+
+def model_calls(record: QueryRecord) -> list[ModelCall]:
+    """The record's calls; one LLM call from its totals for a record made before ``model_calls``."""
+    if not record.model_calls and (record.llm_calls or record.total_tokens):
+        return [ModelCall("llm", record.llm_model, record.prompt_tokens, record.completion_tokens)]
+    return list(record.model_calls)
+
+
+def price_query(record: QueryRecord, call_cost: Callable[[ModelCall], float | None],
+                storage_usd_per_query: float = 0.0) -> QueryCost:
+    """Every call at its own price (``PriceTable.call_cost``), plus the per-query storage share.
+
+    A tokenless rerank or retrieval without a per-call price costs nothing; any other call
+    without a price leaves the total None (a query half priced would look cheap).
+    """
+    priced: list[tuple[ModelCall, float]] = []
+    unpriced: set[str] = set()
+    components: dict[str, float] = {}
+    for call in model_calls(record):
+        cost = call_cost(call)
+        if cost is None:
+            if call.kind == "llm" or call.input_tokens or call.output_tokens:
+                unpriced.add(call.model or "")
+            continue
+        priced.append((call, cost))
+        component = COMPONENT_OF_CALL.get(call.kind, "generation")
+        components[component] = components.get(component, 0.0) + cost
+    if not priced or unpriced:
+        return QueryCost(None, components, priced, frozenset(unpriced))
+    if storage_usd_per_query:
+        components["storage"] = storage_usd_per_query
+    return QueryCost(sum(components.values()), components, priced, frozenset())

@@ -25,7 +25,6 @@ from rag_monitor.templating import render
 
 PHASE_COLOURS = ("#4C78A8", "#F58518", "#E45756", "#72B7B2", "#54A24B")
 TRIAGE_COLOURS = {"regression": "#E45756", "drift": "#4C78A8"}
-P_FLOOR = 1e-3
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,8 @@ def rates_plot(releases: Sequence[Any], thresholds: Mapping[str, float]) -> str:
     return _png(fig)
 
 
-def drift_plot(runs: Sequence[tuple[float, float, bool]], alpha: float, windows: Sequence[PhaseWindow]) -> str:
+def drift_figure(runs: Sequence[tuple[float, float, bool]], alpha: float, windows: Sequence[PhaseWindow], p_floor: float) -> Any:
+    """The drift runs' p-values on a log axis; ``p_floor`` is the permutation test's smallest p, 1/(1+P)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(8, 3.2))
@@ -148,17 +148,22 @@ def drift_plot(runs: Sequence[tuple[float, float, bool]], alpha: float, windows:
     _shade_phases(ax, windows)
     if runs:
         xs, ps, flags = zip(*runs)
-        ps = [max(p, P_FLOOR) for p in ps]  # a p-value of 0 has no place on a log axis
+        ps = [max(p, p_floor) for p in ps]  # the test cannot go lower; keeps a 0 on the log axis
         ax.plot(xs, ps, color="#555", lw=1)
         ax.scatter(xs, ps, c=["#E45756" if f else "#4C78A8" for f in flags], s=18, zorder=3)
     ax.axhline(alpha, color="#E45756", ls="--", lw=1, label=f"alpha {alpha:g} (below: drift)")
+    ax.axhline(p_floor, color="#999", ls=":", lw=1, label=f"smallest possible p = 1/(1+{round(1 / p_floor) - 1}) = {p_floor:.3g}")
     ax.set_yscale("log")
-    ax.set_ylim(P_FLOOR / 2, 1.5)
+    ax.set_ylim(p_floor / 2, 1.5)
     ax.set_xlabel("seconds since the first query")
-    ax.set_ylabel(f"p-value (floor {P_FLOOR:g})")
+    ax.set_ylabel("p-value (permutation test)")
     ax.legend(fontsize=8, frameon=False, loc="lower left")
     ax.set_title("Drift test p-values (query embeddings, MMD)", fontsize=10, pad=14)
-    return _png(fig)
+    return fig
+
+
+def drift_plot(runs: Sequence[tuple[float, float, bool]], alpha: float, windows: Sequence[PhaseWindow], p_floor: float) -> str:
+    return _png(drift_figure(runs, alpha, windows, p_floor))
 
 
 def alerts_plot(spans: Sequence[Mapping[str, Any]], windows: Sequence[PhaseWindow]) -> str:
@@ -190,7 +195,7 @@ def drift_runs(store: Any, profile: str, t0: float) -> list[tuple[float, float, 
 
 
 def write_report(out_dir: Path, agent: Any, summary: Any, phases: Sequence[Any], alerts: Sequence[Mapping[str, Any]],
-                 drift_profile: str, alpha: float, thresholds: Mapping[str, float]) -> Path:
+                 drift_profile: str, alpha: float, thresholds: Mapping[str, float], p_floor: float) -> Path:
     """Render the report into ``out_dir/index.html``; returns its path."""
     t0, windows = phase_windows(agent.store, phases)
     end_s = max((w.end_s for w in windows), default=0.0)
@@ -199,7 +204,7 @@ def write_report(out_dir: Path, agent: Any, summary: Any, phases: Sequence[Any],
     plots = {
         "latency": latency_plot(windows),
         "rates": rates_plot(summary.releases, thresholds),
-        "drift": drift_plot(runs, alpha, windows),
+        "drift": drift_plot(runs, alpha, windows, p_floor),
         "alerts": alerts_plot(firing, windows),
     }
     from rag_monitor.demo.signals import component_rows

@@ -7,20 +7,33 @@ the agent's sample-based false-exclusion rate is computed from::
 
     reviewer = SimulatedReviewer("http://127.0.0.1:8080", token, corpus)
     reviewer.review_available(limit=20)     # -> number of items labelled
+
+The person trying the demo logs in under another name (``HUMAN``). ``HumanQueue`` assigns
+them a share of the queue before each pass of the simulated reviewer, who never sees those
+items (assigned items are offered to their assignee only)::
+
+    human = HumanQueue(agent.store)
+    human.reserve()                         # then reviewer.review_available(...)
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rag_monitor.demo.corpus import Corpus
+
+HUMAN = "demo-reviewer"
+"""The login the demo prints for the person trying the blind review."""
+SIMULATED = "simulated-reviewer"
 
 _CSRF = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
 
 
 class SimulatedReviewer:
-    def __init__(self, base_url: str, token: str, corpus: Corpus, name: str = "demo-reviewer") -> None:
+    def __init__(self, base_url: str, token: str, corpus: Corpus, name: str = SIMULATED) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
@@ -119,3 +132,62 @@ class SimulatedReviewer:
 
     def close(self) -> None:
         self._client.close()
+
+
+def is_pair(item: Any) -> bool:
+    """A shadow pair stored whole (both answers); a pair still waiting for its other half is neither."""
+    return item.pair_trace_id is not None and item.pair_record is not None
+
+
+def choose_for_human(waiting: Sequence[Any], want_singles: int, want_pairs: int) -> list[int]:
+    """Ids of the oldest waiting items that fill the human's quotas: single answers, then pairs.
+
+    A pair whose other half has not arrived yet is left alone (it would be shown as a single).
+    """
+    chosen: list[int] = []
+    for item in waiting:
+        if is_pair(item) and want_pairs > 0:
+            want_pairs -= 1
+        elif item.pair_trace_id is None and want_singles > 0:
+            want_singles -= 1
+        else:
+            continue
+        chosen.append(item.id)
+    return chosen
+
+
+@dataclass
+class HumanQueue:
+    """Items kept for the person trying the demo: ``singles`` answers and ``pairs`` shadow pairs.
+
+    Both kinds go through both steps (relevance, then the answer or pair). They come from the
+    oldest waiting items, so mostly from the baseline release; the simulated reviewer still
+    labels everything else, which the alerts need.
+    """
+
+    store: Any
+    singles: int = 10
+    pairs: int = 2
+    login: str = HUMAN
+    reserved_singles: int = 0
+    reserved_pairs: int = 0
+
+    def reserve(self) -> int:
+        """Assign waiting items to ``login`` until the quotas are met; returns how many this call."""
+        want_singles, want_pairs = self.singles - self.reserved_singles, self.pairs - self.reserved_pairs
+        if want_singles <= 0 and want_pairs <= 0:
+            return 0
+        waiting = self.store.unassigned_waiting()
+        ids = choose_for_human(waiting, want_singles, want_pairs)
+        if not ids:
+            return 0
+        self.store.assign(self.login, item_ids=ids)
+        pairs = sum(1 for item in waiting if item.id in set(ids) and is_pair(item))
+        self.reserved_pairs += pairs
+        self.reserved_singles += len(ids) - pairs
+        return len(ids)
+
+    def waiting(self) -> dict[str, int]:
+        """What the human can claim now: ``items`` in all, of which ``pairs`` are shadow pairs."""
+        pairs = [i for i in self.store.paired_items() if i.assigned_to == self.login and i.state != "reviewed"]
+        return {"items": self.store.claimable_count(self.login), "pairs": len(pairs)}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from rag_monitor.demo.reviewer import HUMAN, SIMULATED, HumanQueue
 from rag_monitor.demo.waits import (
     DRIFT_PROFILE,
     DriftRuns,
@@ -43,7 +44,9 @@ CONFIG_FILE = "agent.yaml"
 QUICK_DURATION = "about a minute and a half on an idle machine"
 """How long ``--quick`` takes: ``demo --help`` says it, README.md quotes it (a test keeps them equal)."""
 REVIEW_TOKEN = "demo-reviewer-token"
-"""The demo's reviewer token (a throwaway: the agent only ever sees its SHA-256)."""
+"""The demo's reviewer token for the person trying it (a throwaway: the agent only ever sees its SHA-256)."""
+SIMULATED_TOKEN = "demo-simulated-reviewer-token"
+"""The simulated reviewer's own token: a second identity, so the person can be a second reviewer."""
 
 # Demo-sized alert windows: every rule keeps its shape, only windows, minimums and `for:`
 # shrink so that a few minutes of traffic can fire them. The SLOs fit the demo app's latency.
@@ -251,7 +254,8 @@ def run_demo(options: DemoOptions) -> DemoResult:
                          "the metrics are still at /metrics.")
         urls = demo_links(agent, alerting, phoenix.url if phoenix else "", REVIEW_TOKEN)
 
-        phases, drift, alerts = _play(options, run, root, agent, alerting, say, hook)
+        human = HumanQueue(agent.store)
+        phases, drift, alerts = _play(options, run, root, agent, alerting, say, hook, human)
         if alerting is not None:
             alerts = alerting.webhook.alerts
 
@@ -260,7 +264,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
 
         archived = [d.id for d in load_corpus().documents if d.metadata.get("archived")]
         summary = collect_summary(agent, phases, alerts, urls, drift=drift, notes=notes, probes=hook.phases,
-                                  archived_ids=archived)
+                                  archived_ids=archived, human_queue=human.waiting())
         summary.urls["report"] = str(_write_report(root, agent, summary, phases, alerts))
         text = render_summary(summary)
         say(text)
@@ -285,8 +289,9 @@ def _write_report(root: Path, agent: Any, summary: Any, phases: list, alerts: li
     from rag_monitor.demo.services import alerts_dir
 
     limits = yaml.safe_load((alerts_dir() / "thresholds.yaml").read_text())  # the demo keeps these two
-    return write_report(root / "report", agent, summary, phases, alerts, DRIFT_PROFILE,
-                        alpha=_drift_profiles(True)["profiles"][0]["alpha"],
+    profile = next(p for p in agent.profiles if p.name == DRIFT_PROFILE)
+    return write_report(root / "report", agent, summary, phases, alerts, DRIFT_PROFILE, alpha=profile.alpha,
+                        p_floor=profile.sequential_rule().p_floor,
                         thresholds={"unsupported": limits["faithfulness"]["max_unsupported_ratio"],
                                     "false_exclusion": limits["filter_false_exclusion"]["max_ratio"]})
 
@@ -302,7 +307,8 @@ def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free
 
     overrides = {
         "otlp_port": free_port(), "http_port": free_port(), "data_dir": str(root / "agent"),
-        "review_tokens": f"demo-reviewer:admin:{hash_token(REVIEW_TOKEN)}", "phoenix_url": phoenix_url,
+        "review_tokens": f"{HUMAN}:admin:{hash_token(REVIEW_TOKEN)},{SIMULATED}:reviewer:{hash_token(SIMULATED_TOKEN)}",
+        "phoenix_url": phoenix_url,
         "score_interval_s": 1.0, "root_timeout_s": 5.0, "torch_threads": 1, "drift_feed_interval_s": 1.0,
         "storage_usd_per_query": 0.00001,
         **_write_configs(root, quick),
@@ -317,7 +323,8 @@ def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free
     return agent
 
 
-def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any, say: Any, hook: Any) -> tuple[list, list, list]:
+def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any, say: Any, hook: Any,
+          human: HumanQueue) -> tuple[list, list, list]:
     import rag_monitor
     from rag_monitor.demo.app import MiniLMEmbedder, SupportApp
     from rag_monitor.sdk import ShadowConfig
@@ -348,7 +355,12 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             apps[phase.release.name].shadow = base.with_release(phase.shadow, monitors[phase.release.name])
     runner = TrafficRunner(corpus, apps, seed=options.seed)
     drift = DriftRuns(agent.store)
-    reviewer = SimulatedReviewer(f"http://127.0.0.1:{agent.settings.http_port}", REVIEW_TOKEN, corpus)
+    reviewer = SimulatedReviewer(f"http://127.0.0.1:{agent.settings.http_port}", SIMULATED_TOKEN, corpus)
+
+    def review_pass(limit: int) -> None:
+        human.reserve()  # first: the person's share is never offered to the simulated reviewer
+        reviewer.review_available(limit)
+
     progress = ProgressBar(options.progress)
     recent: list[str] = []
     stats = []
@@ -369,13 +381,13 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             hook.record_phase(agent.store, phase.name, phase.release.name, deployed_at)
             if phase.name == "baseline":
                 background.append(Every(3.0, drift.collect, "drift"))
-                background.append(Every(2.0, lambda: reviewer.review_available(25), "reviewer"))
+                background.append(Every(2.0, lambda: review_pass(25), "reviewer"))
             if phase.name == "shift" and alerting is not None and not wait_for_drift_page(alerting, options.quick):
                 say("  the drift page has not come yet: it may read as the next release's regression")
         wait_stored(agent, recent[-20:])
         wait_scored(agent)
         wait_for_drift_run(agent, drift)
-        reviewer.review_available(100)
+        review_pass(100)
         if alerting is not None:
             wait_for_story(alerting, options.quick, options.alert_wait_s)
     finally:

@@ -92,9 +92,19 @@ class ReleaseLine:
     """Scorer-only, human-only and prediction-powered unsupported rates side by side (``_three_ways``)."""
 
 
+def stage_quantiles(registry: Any, releases: Iterable[str]) -> dict[str, dict[str, tuple[float | None, ...]]]:
+    """``{release: {stage: (p50, p95, p99)}}`` of production's stages, release by release.
+
+    Pooled over releases a stage reads slower than one release's whole query when another
+    release is slow (the bad release's retrieve against the good one's queries).
+    """
+    return {r: quantiles_by(registry, "rag_stage_duration_seconds", "stage", where={**PRODUCTION, "release": r}) for r in releases}
+
+
 @dataclass
 class DemoSummary:
-    stages: dict[str, tuple[float | None, ...]]
+    stages: dict[str, dict[str, tuple[float | None, ...]]]
+    """``{release: {stage: (p50, p95, p99)}}`` (``stage_quantiles``)."""
     releases: list[ReleaseLine]
     phases: list[Any]
     drift: list[dict[str, Any]]
@@ -114,6 +124,8 @@ class DemoSummary:
     """The shadow report over every sampled pair (``review.shadow.ShadowReport``)."""
     shadow_archived: Any = None
     """The same over the pairs whose production answer cited an archived policy."""
+    human_queue: dict[str, int] = field(default_factory=dict)
+    """What waits for the person trying the demo: ``items`` (claimable by them), ``pairs``."""
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -123,7 +135,7 @@ def _ratio(num: float, den: float) -> float | None:
 def collect_summary(
     agent: Any, phases: Sequence[Any], alerts: Sequence[Mapping[str, Any]], urls: Mapping[str, str],
     drift: Sequence[Mapping[str, Any]] = (), notes: Sequence[str] = (), probes: Sequence[Any] = (),
-    archived_ids: Iterable[str] = (),
+    archived_ids: Iterable[str] = (), human_queue: Mapping[str, int] | None = None,
 ) -> DemoSummary:
     """Everything the summary shows, read from the agent (registry and store) and the webhook."""
     from rag_monitor.review.shadow import halves, shadow_report
@@ -131,8 +143,8 @@ def collect_summary(
     archived = frozenset(archived_ids)
     cites_archived = lambda item: bool(set(halves(item)[1].citations) & archived)  # noqa: E731 - production's half
     registry = agent.registry
+    storage = agent.settings.storage_usd_per_query  # the agent's price of a query includes it; so does the shadow report's
     agent.refresh_gauges()
-    stages = quantiles_by(registry, "rag_stage_duration_seconds", "stage")
     by_release = quantiles_by(registry, "rag_query_duration_seconds", "release")
     queries = _histogram_part(registry, "rag_query_duration_seconds", "count", "release")
     cost_sum = _histogram_part(registry, "rag_query_cost_usd", "sum", "release")
@@ -171,12 +183,13 @@ def collect_summary(
 
     return DemoSummary(
         signals=signal_lines(registry, [r.release for r in releases], phases),
-        stages=stages, releases=releases, phases=list(phases), drift=[dict(d) for d in drift],
+        stages=stage_quantiles(registry, [r.release for r in releases]), releases=releases, phases=list(phases), drift=[dict(d) for d in drift],
         alerts=_firing_first(alerts), review_queue=dict(depth), review_by_stratum=strata,
         thumbs_down_in_queue=in_queue, thumbs_down_sent=len(thumbs_sent), urls=dict(urls), notes=list(notes),
-        probes=list(probes), probe_errors=sum(sums_by(registry, "rag_probe_errors_total", []).values()),
-        shadow=shadow_report(agent.store, call_cost=agent.prices.call_cost),
-        shadow_archived=shadow_report(agent.store, call_cost=agent.prices.call_cost, keep=cites_archived),
+        human_queue=dict(human_queue or {}), probes=list(probes), probe_errors=sum(sums_by(registry, "rag_probe_errors_total", []).values()),
+        shadow=shadow_report(agent.store, call_cost=agent.prices.call_cost, storage_usd_per_query=storage),
+        shadow_archived=shadow_report(agent.store, call_cost=agent.prices.call_cost, keep=cites_archived,
+                                      storage_usd_per_query=storage),
     )
 
 
@@ -194,7 +207,10 @@ def _firing_first(alerts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _ms(value: float | None) -> str:
-    return "    -" if value is None else f"{value * 1000:5.0f}"
+    """Milliseconds in five characters: one decimal below 10 ms (sub-millisecond stages show)."""
+    if value is None:
+        return "    -"
+    return f"{value * 1000:5.1f}" if value < 0.00995 else f"{value * 1000:5.0f}"
 
 
 def _pct(value: float | None) -> str:
@@ -212,6 +228,18 @@ def _three_ways(registry: Any, release: str) -> str:
     return f"humans only {rate('rag_unsupported_rate_human')}, prediction-powered {rate('rag_unsupported_rate_ppi')} ({int(labels)} labels)"
 
 
+def render_stages(stages: Mapping[str, Mapping[str, tuple[float | None, ...]]]) -> list[str]:
+    """One row per stage, one p50/p95/p99 column per release (compare a stage with its own release's queries)."""
+    releases = list(stages)
+    names = sorted({st for by_stage in stages.values() for st in by_stage},
+                   key=lambda st: (STAGE_ORDER.index(st) if st in STAGE_ORDER else 99, st))
+    lines = ["", "Latency per stage (ms), p50/p95/p99" + "".join(f"  {r:>17}" for r in releases)]
+    for stage in names:
+        cells = ["/".join(_ms(v).strip() for v in stages[r].get(stage, (None, None, None))) for r in releases]
+        lines.append(f"  {stage:<33}" + "".join(f"  {c:>17}" for c in cells))
+    return lines
+
+
 def render_summary(s: DemoSummary) -> str:
     """The summary as plain text, about one screen."""
     lines = ["", "=" * 78, "rag-monitor demo: summary", "=" * 78]
@@ -219,10 +247,7 @@ def render_summary(s: DemoSummary) -> str:
         f"{p.phase} ({p.release}) {p.queries} queries, {p.refused} refused, {p.archived_answers} from archived policies, "
         f"{p.feedback.get('thumbs_down', 0)} thumbs-down, {p.feedback.get('regenerate', 0)} regenerate clicks"
         for p in s.phases))
-    lines += ["", "Latency per stage (ms)      p50    p95    p99"]
-    for stage in sorted(s.stages, key=lambda st: (STAGE_ORDER.index(st) if st in STAGE_ORDER else 99, st)):
-        p50, p95, p99 = s.stages[stage]
-        lines.append(f"  {stage:<24}{_ms(p50)}  {_ms(p95)}  {_ms(p99)}")
+    lines += render_stages(s.stages)
     lines += ["", "Per release          queries  p50/p95/p99 ms     $/query   regen  refused  unsupported  excl.  false-excl."]
     for r in s.releases:
         p50, p95, p99 = r.p50_p95_p99
@@ -260,6 +285,9 @@ def render_summary(s: DemoSummary) -> str:
     lines += ["", "Review queue: " + ", ".join(f"{k} {v}" for k, v in sorted(s.review_queue.items()))
               + "   sampled by stratum: " + ", ".join(f"{k} {v}" for k, v in sorted(s.review_by_stratum.items())),
               f"  thumbs-down answers in the queue: {s.thumbs_down_in_queue} of {s.thumbs_down_sent}"]
+    if s.human_queue:
+        lines.append(f"  waiting for you: {s.human_queue.get('items', 0)} items ({s.human_queue.get('pairs', 0)} of them shadow pairs),"
+                     " never seen by the simulated reviewer: open the review page below")
     if s.shadow is not None:
         lines += ["", "Shadow candidate vs production (blind pairwise review; `rag-monitor shadow report`)"]
         lines += [f"  {line}" for line in s.shadow.text().splitlines()]

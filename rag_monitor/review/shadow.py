@@ -14,7 +14,8 @@ names the candidate, else it is called ``shadow``):
   whose two verdicts name the same answer (or both a tie) is the swap agreement.
 - **Automatic comparisons**, over both halves of every sampled pair (reviewed or not, so paired
   on the same queries; unweighted): latency p50/p95 (linear interpolation between order
-  statistics), cost per query (priced queries only), refusal rate, and the faithfulness
+  statistics), cost per query as the agent prices it (priced queries only,
+  ``price_query``: every call, per-call prices and the storage share included, with its components), refusal rate, and the faithfulness
   unsupported rate (unsupported over supported + unsupported, from one scorer's stored labels).
   The scorer scores a pair's production half with the pair, stored as ``<scorer>:pair-half``
   (``pair_half_scorer``) so that no faithfulness metric counts an answer not sampled for itself.
@@ -30,10 +31,11 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rag_monitor import semconv
+from rag_monitor.collectors.pricing import price_query
 from rag_monitor.record import ModelCall, QueryRecord
 from rag_monitor.review.blind import pair_order
 from rag_monitor.estimators import WeightedRate
@@ -110,6 +112,8 @@ class SideStats:
     refusal_rate: float | None
     unsupported_rate: float | None
     scored: int
+    cost_components_usd: dict[str, float] = field(default_factory=dict)
+    """Mean per priced query of each component (generation, embedding, rerank, retrieval, storage)."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,11 @@ class ShadowReport:
                                     (f"unsupported ({self.scorer or 'no scorer'})", "unsupported_rate", "{:.3f}")):
                 cells = [_cell(getattr(c.sides[s], attr), fmt) for s in SIDES]
                 lines.append(f"  {name:22}  {cells[0]:>12}  {cells[1]:>12}")
+                if attr == "cost_per_query_usd":
+                    parts = sorted({k for s in SIDES for k in c.sides[s].cost_components_usd})
+                    for part in parts:
+                        cells = [_cell(c.sides[s].cost_components_usd.get(part), fmt) for s in SIDES]
+                        lines.append(f"    {part:20}  {cells[0]:>12}  {cells[1]:>12}")
         return "\n".join(lines)
 
 
@@ -181,38 +190,34 @@ def quantile(values: list[float], q: float) -> float | None:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def query_cost(record: QueryRecord, call_cost: Callable[[ModelCall], float | None]) -> float | None:
-    """The query's cost when every call with tokens is priced (as the agent's cost histogram)."""
-    calls = record.model_calls
-    if not calls and (record.llm_calls or record.total_tokens):
-        calls = [ModelCall("llm", record.llm_model, record.prompt_tokens, record.completion_tokens)]
-    total, priced = 0.0, 0
-    for call in calls:
-        if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
-            continue
-        cost = call_cost(call)
-        if cost is None:
-            return None
-        total, priced = total + cost, priced + 1
-    return total if priced else None
+def query_cost(record: QueryRecord, call_cost: Callable[[ModelCall], float | None],
+               storage_usd_per_query: float = 0.0) -> float | None:
+    """The query's cost as the agent's ``rag_query_cost_usd`` has it (``price_query``)."""
+    return price_query(record, call_cost, storage_usd_per_query).total_usd
 
 
 def side_stats(records: list[QueryRecord], labels: dict[str, str | None],
-               call_cost: Callable[[ModelCall], float | None] | None) -> SideStats:
+               call_cost: Callable[[ModelCall], float | None] | None, storage_usd_per_query: float = 0.0) -> SideStats:
     """``labels``: trace id -> the scorer's stored verdict (``supported``, ``unsupported``, ...)."""
     latencies = [r.duration_s for r in records]
-    costs = [c for c in (query_cost(r, call_cost) for r in records) if c is not None] if call_cost else []
+    costs = [c for c in (price_query(r, call_cost, storage_usd_per_query) for r in records)] if call_cost else []
+    priced = [c for c in costs if c.total_usd is not None]
+    components: dict[str, float] = defaultdict(float)
+    for cost in priced:
+        for name, usd in cost.components.items():
+            components[name] += usd / len(priced)
     verdicts = [labels.get(r.trace_id) for r in records]
     judged = [v for v in verdicts if v in _JUDGED]
     return SideStats(
         queries=len(records),
         latency_p50_s=quantile(latencies, 0.5),
         latency_p95_s=quantile(latencies, 0.95),
-        cost_per_query_usd=sum(costs) / len(costs) if costs else None,
-        priced=len(costs),
+        cost_per_query_usd=sum(c.total_usd for c in priced) / len(priced) if priced else None,
+        priced=len(priced),
         refusal_rate=sum(r.refused for r in records) / len(records) if records else None,
         unsupported_rate=judged.count("unsupported") / len(judged) if judged else None,
         scored=len(judged),
+        cost_components_usd=dict(components),
     )
 
 
@@ -246,7 +251,7 @@ def shown_first(item, review_index: int, labels: dict[str, Any], candidate: Quer
 
 def build_report(items: list, reviews: dict[int, list], scores: dict[str, dict[str, Any]],
                  call_cost: Callable[[ModelCall], float | None] | None = None,
-                 scorer: str | None = None) -> ShadowReport:
+                 scorer: str | None = None, storage_usd_per_query: float = 0.0) -> ShadowReport:
     """The report from pair items, their reviews (item id -> reviews, first first) and stored scores."""
     if scorer is None:
         named = Counter(name.removesuffix(PAIR_HALF_SUFFIX) for by_scorer in scores.values()
@@ -283,18 +288,22 @@ def build_report(items: list, reviews: dict[int, list], scores: dict[str, dict[s
                 swapped += 1
                 agree += judged[0][0] == judged[1][0]
         rows = groups[name]
-        sides = {"candidate": side_stats([c for _, c, _ in rows], labels, call_cost),
-                 "production": side_stats([p for _, _, p in rows], labels, call_cost)}
+        sides = {"candidate": side_stats([c for _, c, _ in rows], labels, call_cost, storage_usd_per_query),
+                 "production": side_stats([p for _, _, p in rows], labels, call_cost, storage_usd_per_query)}
         out.append(CandidateReport(name, len(rows), reviewed, win_rate(outcomes),
                                    PositionCheck(win_rate(first), win_rate(second), swapped, agree), sides))
     return ShadowReport(out, scorer)
 
 
 def shadow_report(store, *, since: float | None = None, call_cost: Callable[[ModelCall], float | None] | None = None,
-                  scorer: str | None = None, keep: Callable[[Any], bool] | None = None) -> ShadowReport:
-    """``build_report`` over the store's pairs (created since ``since``, Unix seconds; ``keep(item)``: a subset)."""
+                  scorer: str | None = None, keep: Callable[[Any], bool] | None = None,
+                  storage_usd_per_query: float = 0.0) -> ShadowReport:
+    """``build_report`` over the store's pairs (created since ``since``, Unix seconds; ``keep(item)``: a subset).
+
+    ``call_cost`` and ``storage_usd_per_query`` as the agent prices queries (``price_query``).
+    """
     items = [item for item in store.paired_items(since) if keep is None or keep(item)]
     reviews = store.all_reviews([item.id for item in items]) if items else {}
     traces = [t for item in items for t in (item.trace_id, item.pair_trace_id)]
     scores = store.scores_for_traces(traces) if traces else {}
-    return build_report(items, reviews, scores, call_cost, scorer)
+    return build_report(items, reviews, scores, call_cost, scorer, storage_usd_per_query)

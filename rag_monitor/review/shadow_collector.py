@@ -37,8 +37,9 @@ _SIDE_GAUGES = (
 
 class ShadowMetricsCollector(Collector):
     def __init__(self, store, *, call_cost: Callable | None = None, top_candidates: int = 10,
-                 window_s: float = 30 * 86400, cache_s: float = 10.0):
+                 window_s: float = 30 * 86400, cache_s: float = 10.0, storage_usd_per_query: float = 0.0):
         self.store = store
+        self.storage_usd_per_query = storage_usd_per_query
         self.window_s = window_s
         self.call_cost = call_cost
         self.top_candidates = top_candidates
@@ -55,7 +56,8 @@ class ShadowMetricsCollector(Collector):
             at, report = self._cached
             if report is not None and time.monotonic() - at <= self.cache_s:
                 return report
-            report = shadow_report(self.store, since=time.time() - self.window_s, call_cost=self.call_cost)
+            report = shadow_report(self.store, since=time.time() - self.window_s, call_cost=self.call_cost,
+                                   storage_usd_per_query=self.storage_usd_per_query)
             self._cached = (time.monotonic(), report)
             return report
 

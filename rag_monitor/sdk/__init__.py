@@ -10,6 +10,7 @@ from rag_monitor.sdk.monitor import Monitor, init
 from rag_monitor.sdk.processor import BoundedBatchSpanProcessor, ExportStats, SynchronousSpanProcessor
 from rag_monitor.sdk.query import Query, ShadowQuery, Stage, current_query
 from rag_monitor.sdk.shadow import ShadowConfig, ShadowContext, ShadowStats, ShadowWriteRefused, in_shadow
+from rag_monitor.sdk.streaming import QueryStream, bind, submit
 
 __all__ = [
     "BoundedBatchSpanProcessor",
@@ -18,12 +19,14 @@ __all__ = [
     "ExportStats",
     "Monitor",
     "Query",
+    "QueryStream",
     "ShadowConfig",
     "ShadowContext",
     "ShadowQuery",
     "ShadowStats",
     "ShadowWriteRefused",
     "Stage",
+    "bind",
     "SynchronousSpanProcessor",
     "current_query",
     "format_trace_id",
@@ -31,4 +34,5 @@ __all__ = [
     "init",
     "parse_trace_id",
     "root_span_id",
+    "submit",
 ]

@@ -9,6 +9,7 @@ was hidden in ``rag.content.hidden``).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
@@ -18,6 +19,22 @@ from rag_monitor.sdk._logging import log
 from rag_monitor.sdk.config import CaptureConfig
 
 __all__ = ["Stage"]
+
+
+_late = {"writes": 0}
+_late_lock = threading.Lock()
+
+
+def late_writes() -> int:
+    """Writes that arrived on a query or stage after it ended (lost), in this process (``Monitor.stats()``)."""
+    return _late["writes"]
+
+
+def _count_late_write(what: str) -> None:
+    with _late_lock:
+        _late["writes"] += 1
+    log.warning("late-write", "rag_monitor: %s set on a query or stage that already ended: lost. A streamed answer"
+                " outlives the handler's query block: wrap the stream with q.stream(...) (docs/sdk.md, Streaming)", what)
 
 
 def _record_error(span: Any, exc: BaseException) -> None:
@@ -58,6 +75,9 @@ class _SpanHandle:
             attrs[key] = self._clip(key, value)
 
     def _set(self, attrs: dict[str, Any]) -> None:
+        if self._ended:
+            _count_late_write(", ".join(sorted(attrs))[:200])
+            return
         if self._truncated:
             attrs[semconv.RAG_TRUNCATED] = tuple(self._truncated)
         self._span.set_attributes(attrs)

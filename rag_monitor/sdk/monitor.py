@@ -13,6 +13,7 @@ feedback sent later, from anywhere, lands under the query's root span::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -31,6 +32,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 from rag_monitor import semconv
 from rag_monitor.sdk._logging import log, rate_limit_export_thread_logs
 from rag_monitor.sdk.config import RAG_MONITOR_DISABLED, CaptureConfig, ExportConfig, env_flag
+from rag_monitor.sdk.handles import late_writes
 from rag_monitor.sdk.ids import RootDerivedIdGenerator, format_trace_id, parse_trace_id, root_span_id
 from rag_monitor.sdk.noop import INVALID_TRACE_ID, NOOP_QUERY, NoopQuery
 from rag_monitor.sdk.processor import (
@@ -332,8 +334,10 @@ class Monitor:
         return self._provider
 
     def stats(self) -> ExportStats:
-        """Spans exported, dropped (queue full or after shutdown), failed (export failed), queued."""
-        return self._processor.stats() if self._processor is not None else ExportStats()
+        """Spans exported, dropped (queue full or after shutdown), failed (export failed), queued, and
+        the process's late writes (attributes that arrived on an ended query or stage: lost)."""
+        stats = self._processor.stats() if self._processor is not None else ExportStats()
+        return dataclasses.replace(stats, late_writes=late_writes())
 
     def force_flush(self, timeout_s: float = 5.0) -> bool:
         """Export everything queued now; False when it did not finish in time or an export failed."""

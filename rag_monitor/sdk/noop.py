@@ -83,7 +83,11 @@ class NoopQuery(NoopStage):
 
     def cache(self, kind: str, hit: bool, count: int = 1) -> None:
         check_cache_kind(kind)
-    answer = refuse = shadow = NoopStage._ignore
+    answer = refuse = shadow = cancel = NoopStage._ignore
+
+    def stream(self, chunks: Any, *args: Any, **kwargs: Any) -> Any:
+        """The chunks unchanged: nothing to record."""
+        return chunks
 
 
 NOOP_QUERY = NoopQuery()

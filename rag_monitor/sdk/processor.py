@@ -38,6 +38,9 @@ class ExportStats:
     """Handed to the exporter, which failed or raised (agent down, timeout, bad response)."""
     queued: int = 0
     """Waiting in the queue now."""
+    late_writes: int = 0
+    """Attributes set on a query or stage after it ended, lost (process-wide): a streamed answer
+    that outlived its query block, without ``q.stream(...)``."""
 
 
 class _CountingProcessor(SpanProcessor):

@@ -21,6 +21,7 @@ and re-raised unchanged.
 from __future__ import annotations
 
 import contextvars
+import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from rag_monitor.sdk.handles import Stage, _SpanHandle
 from rag_monitor.sdk.ids import format_trace_id
 from rag_monitor.sdk.noop import NOOP_QUERY, NOOP_STAGE, NoopQuery, NoopStage, check_cache_kind, check_filter_kind
 from rag_monitor.sdk.stages import FilterStage, GenerateStage, RerankStage, RetrieveStage
+from rag_monitor.sdk.streaming import StreamingMethods, cancel_reason
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Tracer
@@ -53,14 +55,19 @@ _current_query: contextvars.ContextVar[Query | NoopQuery] = contextvars.ContextV
 
 
 def current_query() -> Query | NoopQuery:
-    """The query whose ``with`` block is running in this thread or task, else a no-op query."""
+    """The query whose ``with`` block is running in this thread or task, else a no-op query.
+
+    Tasks and ``asyncio.to_thread`` inherit it; an executor's threads only through
+    ``rag_monitor.sdk.submit(executor, fn)`` (or ``bind(fn)``).
+    """
     return _current_query.get()
 
 
-class Query(_SpanHandle):
+class Query(StreamingMethods, _SpanHandle):
     """One RAG query: the root span of its own trace. Create with ``Monitor.query``."""
 
-    __slots__ = ("_tracer", "_parent", "_stages", "_token", "_cache", "_shadows", "_shadow_args")
+    __slots__ = ("_tracer", "_parent", "_stages", "_token", "_cache", "_shadows", "_shadow_args",
+                 "_t0", "_streams", "_block_done", "_answered", "_cancel_reason")
 
     def __init__(self, tracer: Tracer, span: Any, capture: CaptureConfig, truncated: list[str] | None) -> None:
         super().__init__(span, capture)
@@ -73,6 +80,11 @@ class Query(_SpanHandle):
         self._cache: dict[str, int] | None = None
         self._shadows: Any = None  # the monitor's shadow runner source (``Monitor.shadow_runner``)
         self._shadow_args: tuple[Any, ...] = ()  # (text, tenant, intent) a candidate gets
+        self._t0 = time.perf_counter()  # time to first token counts from here: what the user waits
+        self._streams = 0  # open q.stream(...) wrappers: while any is open, the block's exit does not end the query
+        self._block_done = False
+        self._answered = False
+        self._cancel_reason: str | None = None
 
     @property
     def trace_id(self) -> str:
@@ -98,6 +110,11 @@ class Query(_SpanHandle):
             except ValueError:  # exited in another context than entered (a handed-over task)
                 pass
             self._token = None
+        self._block_done = True
+        if exc is not None:
+            self._mark_cancelled(cancel_reason(exc))
+        elif self._streams:
+            return False  # a stream outlives the block (a streamed response body): it ends the query
         self._exit(exc)
         return False
 
@@ -149,6 +166,8 @@ class Query(_SpanHandle):
         try:
             stage = cls(self._tracer.start_span(name, context=self._parent, attributes=attrs), self._capture)
             stage._truncated = truncated
+            if isinstance(stage, GenerateStage):
+                stage._query_t0 = self._t0
             if self._ended:
                 # The query is over: nothing will end this stage later.
                 stage._end_unentered()
@@ -224,7 +243,7 @@ class Query(_SpanHandle):
             counts = self._cache if self._cache is not None else {}
             self._cache = counts
             counts[key] = counts.get(key, 0) + int(count)
-            self._span.set_attribute(key, counts[key])
+            self._set({key: counts[key]})
         except Exception:  # noqa: BLE001
             log.internal_error("cache")
 
@@ -328,6 +347,7 @@ class Query(_SpanHandle):
                 attrs[semconv.RAG_CITATIONS] = tuple(str(c) for c in citations)
             if confidence is not None:
                 attrs[semconv.RAG_ANSWER_CONFIDENCE] = float(confidence)
+            self._answered = True
             self._set(attrs)
         except Exception:  # noqa: BLE001
             log.internal_error("answer")
@@ -336,6 +356,7 @@ class Query(_SpanHandle):
         """The pipeline declined to answer (``answer`` is the message the user saw, if any)."""
         try:
             attrs: dict[str, Any] = {semconv.RAG_ANSWER_REFUSED: True}
+            self._answered = self._answered or answer is not None
             self._text(attrs, semconv.OUTPUT_VALUE, answer, self._capture.hide_outputs)
             if reason is not None:
                 attrs[semconv.RAG_ANSWER_REFUSAL_REASON] = self._clip(semconv.RAG_ANSWER_REFUSAL_REASON, reason)

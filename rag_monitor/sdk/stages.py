@@ -145,11 +145,13 @@ class RerankStage(_DocumentStage):
 class GenerateStage(Stage):
     """The LLM call (LLM span): token counts and time to first token."""
 
-    __slots__ = ("_t0",)
+    __slots__ = ("_t0", "_query_t0", "_first_token_seen")
 
     def __init__(self, span: Any, capture: CaptureConfig) -> None:
         super().__init__(span, capture)
         self._t0 = time.perf_counter()
+        self._query_t0: float | None = None  # set by the query: time to first token counts from the query's start
+        self._first_token_seen = False
 
     def tokens(self, prompt: int | None = None, completion: int | None = None, cached_prompt: int | None = None) -> None:
         """Token counts of the call; ``cached_prompt`` is the part of ``prompt`` the provider read
@@ -169,8 +171,15 @@ class GenerateStage(Stage):
             log.internal_error("tokens")
 
     def first_token(self) -> None:
-        """Call when the first token arrives: records seconds since the stage started."""
+        """Call when the first token arrives (once; later calls are ignored): records the seconds since
+        the query started (``rag.generation.time_to_first_token_s``, what the user waits) and since
+        this stage started (``rag.generation.stage_time_to_first_token_s``, the model's own wait)."""
+        if self._first_token_seen:
+            return
+        self._first_token_seen = True
         try:
-            self._span.set_attribute(semconv.RAG_TIME_TO_FIRST_TOKEN, time.perf_counter() - self._t0)
+            now = time.perf_counter()
+            start = self._query_t0 if self._query_t0 is not None else self._t0
+            self._set({semconv.RAG_TIME_TO_FIRST_TOKEN: now - start, semconv.RAG_STAGE_TIME_TO_FIRST_TOKEN: now - self._t0})
         except Exception:  # noqa: BLE001
             log.internal_error("first_token")

@@ -266,6 +266,10 @@ class Store(CoordinationMethods, SessionMethods):
         """Assign unreviewed items to a reviewer or ``group:<name>``; returns how many."""
         return self._workflow.assign(assignee, count=count, tenant=tenant, item_ids=item_ids)
 
+    def unassigned_waiting(self, *, limit: int = 500) -> list[ReviewItem]:
+        """Queued items nobody is assigned to or has reviewed, oldest first."""
+        return self._workflow.unassigned_waiting(limit=limit)
+
     def all_reviews(self, item_ids: Iterable[int] | None = None) -> dict[int, list[Review]]:
         """Every review (first and second) by item id."""
         return self._workflow.all_reviews(item_ids)

@@ -95,6 +95,15 @@ class ReviewWorkflow:
                 conn.execute(sa.update(t).where(t.c.id.in_(ids)).values(assigned_to=assignee))
         return len(ids)
 
+    def unassigned_waiting(self, *, limit: int = 500) -> list[ReviewItem]:
+        """Queued items assigned to nobody and reviewed by nobody yet, oldest first."""
+        t = review_items
+        reviewed = sa.select(reviews.c.id).where(reviews.c.item_id == t.c.id)
+        stmt = (sa.select(t).where(t.c.state == "queued", t.c.assigned_to.is_(None), ~sa.exists(reviewed))
+                .order_by(t.c.id).limit(limit))
+        with self._db.read() as conn:
+            return [ReviewItem.from_row(row) for row in conn.execute(stmt)]
+
     def all_reviews(self, item_ids: Iterable[int] | None = None) -> dict[int, list[Review]]:
         """Every review, by item, in the order given."""
         r = reviews

@@ -88,7 +88,7 @@ def test_a_release_that_breaks_faithfulness_pages_its_owners_as_a_regression(tmp
         assert alert["labels"]["triage"] == "regression"
         assert alert["labels"]["suspected_release"] == "r2"
         assert alert["labels"]["severity"] == "page"
-        assert re.fullmatch(r"suspected regression after release r2, deployed \d+ minutes ago", alert["annotations"]["triage"])
+        assert re.fullmatch(r"suspected regression after release r2, deployed (just now|\d+ seconds ago|(\d+[hm] )*\d+s ago)", alert["annotations"]["triage"])
         assert "Phoenix" in alert["annotations"]["runbook"]
         # A page also reaches the on-call pager; nothing went to the drift receiver.
         stack.webhook.wait_for_alert(firing("RagFaithfulnessLow", "oncall-pager"), timeout=30)
@@ -119,7 +119,7 @@ def test_drift_without_a_release_reaches_the_ml_data_receiver(tmp_path):
             "Sustained drift on query_embedding by mmd (evidence ln e = 9.5, at or above its page threshold).")
         assert alert["annotations"]["grew"] == (  # the alert names what changed
             'More queries like "how do I buy crypto": 0.118 of the current window against 0.004 of the reference')
-        assert alert["annotations"]["shrank"] == "no cluster stands out"
+        assert alert["annotations"]["shrank"] == "no cluster of queries is clearly less common than in the reference"
         assert [a for a in stack.webhook.alerts if a["receiver"] == "release-owners"] == []
         # Supported answers on enough traffic stay quiet meanwhile.
         assert [a for a in stack.prometheus.alerts() if a["labels"]["alertname"] == "RagFaithfulnessLow"] == []

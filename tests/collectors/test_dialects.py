@@ -111,6 +111,32 @@ def test_sdk_dialect_with_the_real_sdk():
     assert [fb.kind for fb in record.feedback] + [lf.feedback.kind for lf in out.late_feedback] == ["thumbs_down"]
 
 
+def test_without_q_context_a_filtered_out_document_is_not_shown_as_delivered():
+    """The app's filter removed d2 after retrieval; no q.context(): the reviewer's contexts leave it out."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from rag_monitor import sdk
+    from rag_monitor.review.blind import answer_view, candidates
+
+    exporter = InMemorySpanExporter()
+    monitor = sdk.init(service_name="support-bot", release="r7", span_exporter=exporter)
+    try:
+        with monitor.query(QUERY) as q:
+            with q.retrieve() as r:
+                r.documents([{"id": i, "content": c, "score": s} for i, c, s in DOCS])
+            q.filter(kind="relevance", excluded_documents=[{"id": "d2", "content": DOCS[1][1]}])
+            q.filter(kind="entitlement", excluded_ids=["d3"])
+            q.answer(ANSWER)
+        monitor.force_flush()
+    finally:
+        monitor.shutdown()
+    (record,) = TraceAssembler().add(decode(list(exporter.get_finished_spans()))).records
+    assert [d.id for d in record.delivered] == ["d1"] and len(record.retrieved) == 3
+    assert answer_view(1, record)["contexts"] == [DOCS[0][1]]
+    # d2 is still judged blind as a candidate (a relevance filter's removal); d3 (entitlement) never shown.
+    assert sorted(c.document_id for c in candidates(1, record)[0]) == ["d1", "d2"]
+
+
 # --- LangChain ----------------------------------------------------------------------------------
 
 

@@ -168,6 +168,10 @@ def test_quick_demo_tells_the_story(tmp_path, app, corpus, monkeypatch, capsys):
     assert r1.faithfulness_unsupported is not None and r1.faithfulness_unsupported < 0.1
     sent = {t for p in result.phases for t in p.thumbs_down_trace_ids}
     assert sent and result.summary.thumbs_down_in_queue == len(sent)
+    # The person trying the demo finds a queue of their own: answers and at least one shadow pair.
+    waiting = result.summary.human_queue
+    assert waiting["items"] >= 10 and waiting["pairs"] >= 1, waiting
+    assert f"waiting for you: {waiting['items']} items" in result.text
     assert "Latency per stage" in result.text and "Alerts that fired" in result.text
     # r2 ships a stale index (hours of lag, old versions served) and a cache regression.
     s1, s2 = (next(s for s in result.summary.signals if s.release == name) for name in ("r1", "r2"))

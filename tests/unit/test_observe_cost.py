@@ -55,3 +55,31 @@ def test_one_unpriced_call_leaves_the_query_cost_unknown_but_prices_the_rest():
     assert cost is None and registry.get_sample_value("rag_query_cost_usd_count", RV) is None
     assert registry.get_sample_value("rag_unpriced_queries_total", {"model": "in-house-router"}) == 1
     assert registry.get_sample_value("rag_cost_usd_total", {**RV, "model": "gpt-4o"}) == pytest.approx(0.0045)
+
+
+def test_the_shadow_report_prices_a_query_as_the_agent_does(tmp_path):
+    """One cost per query: per-call prices (reranker, search API) and the storage share included in both."""
+    import yaml
+
+    from rag_monitor.review.shadow import side_stats
+
+    (tmp_path / "prices.yaml").write_text(yaml.safe_dump({
+        "models": {"gpt-4o-mini": {"input": 0.15, "output": 0.60}},
+        "calls": {"hosted-reranker": {"per_1k_calls": 1.0}, "help-center": {"per_1k_calls": 0.4}}}))
+    prices = PriceTable.load(tmp_path / "prices.yaml")
+    record = QueryRecord("1" * 32, "2" * 16, 0, 10**9, release="r1", model_calls=[
+        ModelCall("retrieval", "help-center"), ModelCall("rerank", "hosted-reranker"), ModelCall("llm", "gpt-4o-mini", 600, 80)])
+    registry = CollectorRegistry()
+    observer = QueryObserver(AgentMetrics(registry), prices.call_cost, storage_usd_per_query=0.00001)
+    observer.releases.apply([Release("unknown", "r1", 1.0)])
+    agent_cost = observer.observe(record)
+    generation = (600 * 0.15 + 80 * 0.60) / 1e6
+    assert agent_cost == pytest.approx(0.0004 + 0.001 + generation + 0.00001)
+    assert registry.get_sample_value("rag_query_cost_usd_sum", RV) == pytest.approx(agent_cost)
+
+    side = side_stats([record], {}, prices.call_cost, storage_usd_per_query=0.00001)
+    assert side.cost_per_query_usd == pytest.approx(agent_cost)  # not the tokens alone (0.000138)
+    assert side.cost_components_usd == pytest.approx(
+        {"retrieval": 0.0004, "rerank": 0.001, "generation": generation, "storage": 0.00001})
+    for component, usd in side.cost_components_usd.items():
+        assert registry.get_sample_value("rag_query_component_cost_usd_sum", {**RV, "component": component}) == pytest.approx(usd)

@@ -103,6 +103,9 @@ def test_automatic_comparisons_per_side(pairs):
     as_json = report.to_dict()["candidates"][0]
     assert as_json["win"]["value"] == pytest.approx(0.7) and as_json["position"]["swap_agreement"] == 0.5
     assert "0.700 [" in report.text()
+    # The cost line is followed by its components (here all generation).
+    assert cand.cost_components_usd == pytest.approx({"generation": 0.001})
+    assert "    generation                0.001000      0.003000" in report.text()
 
 
 def test_weights_and_edges():
