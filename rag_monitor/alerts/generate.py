@@ -29,7 +29,7 @@ from rag_monitor.alerts.drift_rules import _drift_groups
 from rag_monitor.alerts.probe_rules import _probe_groups
 from rag_monitor.alerts.quality_rules import _faithfulness_groups, _filter_groups
 from rag_monitor.alerts.regeneration_rules import _regeneration_groups
-from rag_monitor.alerts.rulekit import _triage_groups
+from rag_monitor.alerts.triage_rules import _triage_groups
 from rag_monitor.alerts.service_rules import _cost_groups, _latency_groups
 from rag_monitor.alerts.signal_rules import _cache_groups, _freshness_groups
 from rag_monitor.alerts.thresholds import (  # noqa: F401 - re-exported: the generator's public API
