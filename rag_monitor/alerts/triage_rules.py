@@ -226,7 +226,9 @@ or on (guardrail)
 def _decision(s: Signal) -> str:
     g = s.guardrail
     sel = f'{{guardrail="{g}"}}'
-    change = (f'label_replace(\n  label_join(rag:triage:change_regression{sel}, "suspected_change", " ", "kind", "change"),\n'
+    named = (f'label_replace(rag:triage:change_regression{{guardrail="{g}",kind="release"}}, "suspected_release", "$1", "change", "(.*)")\n'
+             f'  or rag:triage:change_regression{{guardrail="{g}",kind!="release"}}')
+    change = (f'label_replace(\n  label_join(\n    {named},\n    "suspected_change", " ", "kind", "change"\n  ),\n'
               f'  "triage", "regression", "", ""\n)')
     parts = []
     if s.per_release:
@@ -248,30 +250,51 @@ def _decision(s: Signal) -> str:
 
 
 def _triage_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
-    signals = _signals(t)
     rules: list[dict[str, str]] = [
         # Replicas see a release at slightly different times: the earliest sighting wins.
         _record("rag:release:first_seen_timestamp_seconds", "min by (service, release) (rag_release_first_seen_timestamp_seconds)"),
         # Every change but releases (those come from the release sightings above), earliest sighting.
-        _record("rag:change:last_timestamp_seconds", """
-min by (kind, change) (rag_change_last_timestamp_seconds{kind!="release"})
+        # A release is a change when it serves production (a shadow candidate is not one); with no
+        # query metrics at all, the newest release seen.
+        _record("rag:change:last_timestamp_seconds", f"""
+min by (kind, change) (rag_change_last_timestamp_seconds{{kind!="release"}})
 or
 label_replace(
-  label_replace(topk(1, max by (release) (rag:release:first_seen_timestamp_seconds)), "change", "$1", "release", "(.*)"),
+  label_replace(
+    topk(1,
+      (first_seen and on (release) (sum by (release) (rate(rag_queries_total{{{PRODUCTION}}}[{t["triage"]["settle"]}])) > 0))
+      or on ()
+      first_seen
+    ),
+    "change", "$1", "release", "(.*)"
+  ),
   "kind", "release", "", ""
-)"""),
+)""".replace("first_seen", "max by (release) (rag:release:first_seen_timestamp_seconds)")),
     ]
-    for s in signals:
-        if s.per_release:
-            rules += _release_rules(s, t)
-        rules += _change_rules(s, t)
-    for s in signals:
-        rules.append(_rec(s.guardrail, "rag:triage:decision", _decision(s)))
-    for s in signals:
-        sel = f'{{guardrail="{s.guardrail}"}}'
+    return [{"name": "rag-triage", "rules": rules}]
+
+
+def guardrail_triage_group(t: Mapping[str, Any], guardrail: str, name: str) -> dict[str, Any]:
+    """The triage records of one guardrail, in the guardrail's own rule file (so its tests evaluate
+    only its own comparisons): per release, then per change, then the decision and ``rag:triage``."""
+    s = next(x for x in _signals(t) if x.guardrail == guardrail)
+    rules = _release_rules(s, t) if s.per_release else []
+    rules += _change_rules(s, t)
+    sel = f'{{guardrail="{guardrail}"}}'
+    rules += [
+        _rec(guardrail, "rag:triage:decision", _decision(s)),
         # Decided once per incident: held while an alert of this guardrail is pending or firing.
-        rules.append(_rec(s.guardrail, TRIAGE_RECORD, f"""
+        _rec(guardrail, TRIAGE_RECORD, f"""
 ({TRIAGE_RECORD}{sel} and on (guardrail) (count by (guardrail) (ALERTS{sel}) > 0))
 or on (guardrail)
-rag:triage:decision{sel}"""))
-    return [{"name": "rag-triage", "rules": rules}]
+rag:triage:decision{sel}"""),
+    ]
+    return {"name": name, "rules": rules}
+
+
+def with_triage(guardrails: tuple[str, ...], file: str, build):
+    """A rule-file builder: each guardrail's triage group (``rag-<file>-triage``), then ``build``'s groups."""
+    def groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
+        names = [f"rag-{file}-triage" if len(guardrails) == 1 else f"rag-{file}-{g}-triage" for g in guardrails]
+        return [*(guardrail_triage_group(t, g, n) for g, n in zip(guardrails, names)), *build(t)]
+    return groups
