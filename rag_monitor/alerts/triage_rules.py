@@ -192,15 +192,19 @@ def _change_rules(s: Signal, t: Mapping[str, Any]) -> list[dict[str, str]]:
     change, signal = f"rag:triage:change{sel}", f"rag:triage:signal{sel}"
     before, after = f"rag:triage:change_before{sel}", f"rag:triage:change_after{sel}"
     at = f'count_values by (guardrail) ("change_at", {change})'
-    window = _num(parse_duration(s.window))
+    window, settle = _num(parse_duration(s.window)), _num(parse_duration(t["triage"]["settle"]))
     return [
         _rec(g, "rag:triage:change", f'topk(1, rag:change:last_timestamp_seconds{{kind=~"{"|".join(kinds)}"}})'),
         _rec(g, "rag:triage:signal", s.value("")),
-        # Latched per change (keyed by its timestamp): the signal when the change was first seen ...
+        # Latched per change (keyed by its timestamp): the signal when the change was first seen
+        # (only while the change is recent: a Prometheus that was not watching has no "before") ...
         _rec(g, "rag:triage:change_before", f"""
 (last_over_time({before}[{hold}]) and on (guardrail, change_at) {at})
 or on (guardrail)
-({signal} * on (guardrail) group_left (change_at) ({at} * 0 + 1))"""),
+(
+  {signal} * on (guardrail) group_left (change_at) ({at} * 0 + 1)
+  and on (guardrail) (time() - {change} < {settle})
+)"""),
         # ... and over the first full window after it.
         _rec(g, "rag:triage:change_after", f"""
 (last_over_time({after}[{hold}]) and on (guardrail, change_at) {at})
@@ -232,8 +236,8 @@ def _decision(s: Signal) -> str:
               f'  "triage", "regression", "", ""\n)')
     parts = []
     if s.per_release:
-        # A change of another kind after the newest release is the one compared.
-        change = f"({change}\n  and on (guardrail) (rag:triage:change{sel} > on (guardrail) rag:triage:release_newest{sel}))"
+        # A change of another kind is compared unless the newest release came after it.
+        change = f"({change}\n  unless on (guardrail) (rag:triage:change{sel} < on (guardrail) rag:triage:release_newest{sel}))"
         release = (f'label_replace(label_replace(label_replace(rag:triage:release_regression{sel},\n'
                    f'  "suspected_release", "$1", "release", "(.*)"), "suspected_change", "release $1", "release", "(.*)"),\n'
                    f'  "triage", "regression", "", "")')

@@ -55,10 +55,8 @@ DEMO_OVERRIDES: dict[str, Any] = {
     "freshness.window": "1m", "freshness.for": "2s", "freshness.min_events": 5, "freshness.min_checked_queries": 5,
     "cache.window": "20s", "cache.baseline_window": "1m", "cache.for": "2s", "cache.min_requests": 5,
     "neighbour_stability.for": "2s",
+    "triage.settle": "20s",
 }
-# The baseline release must look old (drift, not regression) by the time the shift is tested,
-# and the bad release new while its alerts fire: the window sits between the two.
-RELEASE_WINDOW_S = {True: 20, False: 50}
 DRIFT_WINDOW = {True: 50, False: 120}
 """Most recent queries in the current drift window."""
 REFERENCE_SIZE = {True: 100, False: 250}
@@ -233,9 +231,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
 
         alerting = None
         if AlertingStack.available():
-            overrides = dict(DEMO_OVERRIDES)
-            overrides["triage.release_window"] = f"{RELEASE_WINDOW_S[options.quick]}s"
-            alerting = stack.enter_context(AlertingStack(root / "alerting", [f"127.0.0.1:{agent.settings.http_port}"], overrides))
+            alerting = stack.enter_context(AlertingStack(root / "alerting", [f"127.0.0.1:{agent.settings.http_port}"], DEMO_OVERRIDES))
             urls["prometheus"] = f"{alerting.prometheus.url}/alerts"
             urls["alertmanager"] = alerting.alertmanager.url
         else:
