@@ -208,6 +208,9 @@ def curated(t: dict) -> dict[str, Callable[[Metric], list[PanelSpec]]]:
                    "{{service}} {{release}}"),),
             "dateTimeAsIso", m.doc, kind="stat", width=24, metrics=("rag_release_first_seen_timestamp_seconds",))],
         "rag_release_first_seen_timestamp_seconds": lambda m: [],  # with the release info
+        "rag_change_last_timestamp_seconds": lambda m: [PanelSpec("Latest change of each kind (also drawn as annotations)", (
+            Target(f"min by (kind, change) ({m.name}) * 1000", "{{kind}} {{change}}"),),
+            "dateTimeAsIso", m.doc, kind="stat", width=24)],
         "rag_feedback_total": lambda m: [PanelSpec("Feedback per query by kind", (
             Target(ratio(rate(m.name, ["kind"]), rate(per_q), many=True), "{{kind}}"),), "percentunit", m.doc)],
         "rag_regenerated_queries_total": lambda m: [PanelSpec("Regeneration rate against its band (alert rule windows)", (
@@ -368,10 +371,29 @@ def build_dashboard():
     return builder.build()
 
 
+CHANGE_COLOURS = {"release": "red", "model": "purple", "prompt": "orange", "config": "yellow", "index": "blue"}
+
+
+def change_annotations() -> list[dict]:
+    """One Grafana annotation query per change kind (``rag_change_last_timestamp_seconds``, earliest
+    sighting across replicas): what the alerts' triage compares across, drawn on every panel."""
+    from rag_monitor.semconv import CHANGE_KINDS
+
+    return [{
+        "name": f"{kind} changes", "enable": True, "hide": False, "iconColor": CHANGE_COLOURS[kind],
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        # The value is the change's time: each distinct one is an annotation at that time.
+        "expr": f'min by (kind, change) (rag_change_last_timestamp_seconds{{kind="{kind}"}}) * 1000',
+        "useValueForTime": True, "step": "1m", "titleFormat": f"{kind} change", "textFormat": "{{change}}", "tagKeys": "kind",
+    } for kind in CHANGE_KINDS]
+
+
 def render() -> str:
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-    return json.dumps(json.loads(JSONEncoder(sort_keys=True).encode(build_dashboard())), indent=2, sort_keys=True) + "\n"
+    model = json.loads(JSONEncoder(sort_keys=True).encode(build_dashboard()))
+    model.setdefault("annotations", {}).setdefault("list", []).extend(change_annotations())
+    return json.dumps(model, indent=2, sort_keys=True) + "\n"
 
 
 def queries(model: dict) -> list[tuple[str, str]]:

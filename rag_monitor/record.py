@@ -124,6 +124,10 @@ class ModelCall:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     """Of ``input_tokens``, those read from the provider's prompt cache (priced at the cached rate)."""
+    requested_model: str | None = None
+    """The model name the app asked for (``gen_ai.request.model``, OpenInference's invocation parameters)."""
+    response_model: str | None = None
+    """The model the provider answered with (``gen_ai.response.model``, OpenInference's ``llm.model_name``)."""
 
 
 HIDDEN_FIELDS = ("query", "answer", "documents")
@@ -147,6 +151,8 @@ class QueryRecord:
     session_id: str | None = None
     user_id: str | None = None
     release: str = ""
+    prompt_version: str | None = None
+    config_version: str | None = None
     variant: str = "production"
     tenant: str | None = None
     intent: str | None = None

@@ -129,6 +129,19 @@ SERVICE_VERSION = "service.version"
 RAG_STAGE = "rag.stage"
 """The pipeline stage a span times: one of ``STAGES`` or an app-defined name."""
 RAG_RELEASE = "rag.release"
+RAG_PROMPT_VERSION = "rag.prompt.version"
+"""On the root span: the version of the prompt template the app used (``init(prompt_version=...)``);
+a new value is a change the alerts' triage compares (``rag_change_events_total{kind="prompt"}``)."""
+RAG_CONFIG_VERSION = "rag.config.version"
+"""On the root span: the version of the pipeline's configuration (top-k, filters, model settings);
+a new value is a change (``kind="config"``)."""
+LLM_INVOCATION_PARAMETERS = "llm.invocation_parameters"
+"""OpenInference: the request's parameters as JSON; its ``model`` is the requested model, while
+``llm.model_name`` is the model the provider answered with (``gen_ai.request.model`` /
+``gen_ai.response.model`` in the GenAI conventions). A new response model under one requested
+name is a change (``kind="model"``): a provider's silent model update."""
+CHANGE_KINDS = ("release", "model", "prompt", "config", "index")
+"""What counts as a change for triage (``rag_change_events_total{kind}``)."""
 RAG_VARIANT = "rag.variant"
 """``production``, ``shadow`` or ``candidate``: see ``VARIANTS``."""
 RAG_TENANT = "rag.tenant"
@@ -195,6 +208,9 @@ RAG_INDEX_COMMITTED_AT = "rag.index.committed_at"
 """Unix seconds when this version of the document was committed at its source."""
 RAG_INDEX_INDEXED_AT = "rag.index.indexed_at"
 """Unix seconds when it became searchable; absent: the span's end time."""
+RAG_INDEX_VERSION = "rag.index.version"
+"""On an index event: the index build or load the version arrived in (a rebuild's or bulk load's id).
+A new value per source is a change (``kind="index"``); one per build, however many documents it holds."""
 RAG_INDEX_SOURCE = "rag.index.source"
 """Where the document comes from (``confluence``, ``s3://policies``): a label, folded to the first N."""
 DOCUMENT_COMMITTED_AT_KEY = "committed_at"

@@ -33,7 +33,7 @@ FAST_OVERRIDES: dict[str, Any] = {
     "regeneration.window": "30s", "regeneration.season": "1m",
     "regeneration.min_queries": 5, "regeneration.for": "2s",
     "cost.window": "30s", "cost.for": "2s", "cost.min_queries": 5,
-    "drift.for": "0s",
+    "drift.for": "0s", "triage.settle": "20s",
 }
 
 

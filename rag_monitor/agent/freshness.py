@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
-from rag_monitor.collectors.freshness import served_versions, split_index_events
+from rag_monitor.collectors.freshness import IndexEvent, served_versions, split_index_events
 from rag_monitor.collectors.otlp import Span
 from rag_monitor.record import QueryRecord
 from rag_monitor.store import StoreUnavailable
@@ -31,11 +31,14 @@ log = logging.getLogger(__name__)
 
 
 class FreshnessTracker:
-    def __init__(self, store, metrics: AgentMetrics, committed_at_keys: Sequence[str], top_sources: int = 10):
+    def __init__(self, store, metrics: AgentMetrics, committed_at_keys: Sequence[str], top_sources: int = 10,
+                 on_events: Callable[[Sequence[IndexEvent]], None] | None = None):
         self.store = store
         self.metrics = metrics
         self.keys = tuple(committed_at_keys)
         self.source = LabelFolder(top_sources)
+        self.on_events = on_events
+        """Called with each request's valid index events once stored (index builds are change events)."""
 
     def take_events(self, spans: Sequence[Span]) -> list[Span]:
         """Record the index events among ``spans`` in the store; return the other spans, in order."""
@@ -51,6 +54,8 @@ class FreshnessTracker:
                     m.freshness_lag.labels(self.source(event.source)).observe(max(0.0, event.lag_s))
                 else:
                     m.index_events.labels("not_newer").inc()
+            if self.on_events is not None:
+                self.on_events(events)
         return rest
 
     def observe(self, records: Sequence[QueryRecord], labels_of: Callable[[QueryRecord], tuple[str, str]]) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rag_monitor import semconv
+from rag_monitor.agent.changes import ChangeTracker
 from rag_monitor.agent.releases import ReleaseLabels
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.collectors.pricing import model_calls, price_query
@@ -195,7 +196,9 @@ class QueryObserver:
         self.cache_kind = LabelFolder(len(semconv.CACHE_KINDS), allowed=semconv.CACHE_KINDS)
         self.intent = LabelFolder(top_intents)
         self.tenant = LabelFolder(top_tenants)
-        self.releases = ReleaseLabels(metrics, top_releases)
+        self.changes = ChangeTracker(metrics, clock)
+        """Change events (model, prompt, config, index, release) for triage (``agent/changes.py``)."""
+        self.releases = ReleaseLabels(metrics, top_releases, on_newest=self.changes.release)
         """The N most recently first-seen releases per service, from the store (``releases.refresh``)."""
         self.variant = LabelFolder(len(semconv.VARIANTS), allowed=semconv.VARIANTS)
         self.stage = LabelFolder(len(semconv.STAGES), allowed=semconv.STAGES)
@@ -246,6 +249,8 @@ class QueryObserver:
 
         for feedback in record.feedback:
             self.observe_feedback(record, feedback)
+        if record.variant != semconv.VARIANT_SHADOW:  # a shadow candidate's versions change nothing users see
+            self.changes.observe(record)
         return cost
 
     def regeneration_labels(self, record: QueryRecord) -> tuple[str, str, str]:

@@ -22,7 +22,7 @@ def service_key(service: str | None) -> str:
 
 
 class ReleaseLabels:
-    def __init__(self, metrics: AgentMetrics, keep: int):
+    def __init__(self, metrics: AgentMetrics, keep: int, on_newest=None):
         if keep < 1:
             raise ValueError(f"the number of labelled releases must be positive, got {keep}")
         self.metrics = metrics
@@ -32,6 +32,10 @@ class ReleaseLabels:
         self._noted: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._refreshing = threading.Lock()
+        self._on_newest = on_newest
+        """``on_newest(release, first_seen, new)``: the newest release across services (a change
+        event when ``new``: not at this replica's first read of the store)."""
+        self._applied = False
 
     def label(self, service: str | None, release: str | None) -> str:
         if not release:
@@ -72,3 +76,7 @@ class ReleaseLabels:
                     m.release_first_seen.labels(*key).set(first_seen)
             self._exported = exported
             self._labelled = {service: frozenset(releases) for service, releases in labelled.items()}
+            applied, self._applied = self._applied, True
+        if self._on_newest is not None and exported:
+            (_, release), first_seen = max(exported.items(), key=lambda kv: (kv[1], kv[0]))
+            self._on_newest(release, first_seen, applied)

@@ -209,7 +209,8 @@ class Agent:
         assembler = TraceAssembler.from_limits(self.limits)
         self.pipeline = IngestPipeline(
             store=self.store,
-            freshness=FreshnessTracker(self.store, self.metrics, assembler.settings.document_committed_at_metadata_keys),
+            freshness=FreshnessTracker(self.store, self.metrics, assembler.settings.document_committed_at_metadata_keys,
+                                       on_events=self.observer.changes.observe_index),
             metrics=self.metrics,
             observer=self.observer,
             regeneration=self.regeneration,

@@ -29,7 +29,7 @@ from rag_monitor.alerts.drift_rules import _drift_groups
 from rag_monitor.alerts.probe_rules import _probe_groups
 from rag_monitor.alerts.quality_rules import _faithfulness_groups, _filter_groups
 from rag_monitor.alerts.regeneration_rules import _regeneration_groups
-from rag_monitor.alerts.rulekit import _triage_groups
+from rag_monitor.alerts.triage_rules import _triage_groups, with_triage
 from rag_monitor.alerts.service_rules import _cost_groups, _latency_groups
 from rag_monitor.alerts.signal_rules import _cache_groups, _freshness_groups
 from rag_monitor.alerts.thresholds import (  # noqa: F401 - re-exported: the generator's public API
@@ -43,15 +43,15 @@ GENERATED_HEADER = (
 
 RULE_FILES = {
     "triage.yml": _triage_groups,
-    "faithfulness.yml": _faithfulness_groups,
-    "latency.yml": _latency_groups,
-    "filters.yml": _filter_groups,
-    "regeneration.yml": _regeneration_groups,
-    "cost.yml": _cost_groups,
-    "freshness.yml": _freshness_groups,
-    "cache.yml": _cache_groups,
-    "drift.yml": _drift_groups,
-    "probes.yml": _probe_groups,
+    "faithfulness.yml": with_triage(("faithfulness",), "faithfulness", _faithfulness_groups),
+    "latency.yml": with_triage(("latency",), "latency", _latency_groups),
+    "filters.yml": with_triage(("filter_false_exclusion",), "filters", _filter_groups),
+    "regeneration.yml": with_triage(("regeneration",), "regeneration", _regeneration_groups),
+    "cost.yml": with_triage(("cost",), "cost", _cost_groups),
+    "freshness.yml": with_triage(("freshness",), "freshness", _freshness_groups),
+    "cache.yml": with_triage(("cache",), "cache", _cache_groups),
+    "drift.yml": with_triage(("drift",), "drift", _drift_groups),
+    "probes.yml": with_triage(("neighbour_stability",), "probes", _probe_groups),
 }
 
 

@@ -105,6 +105,10 @@ class AgentMetrics:
         self.release_info = Gauge("rag_release_info", "1 for every release seen, with its service.", ["service", "release"], registry=r)
         self.release_first_seen = Gauge("rag_release_first_seen_timestamp_seconds", "When the agents first saw each release (Unix time).", ["service", "release"], registry=r)
 
+        # --- change events (agent/changes.py): what triage compares a guardrail's signal across ---
+        self.change_events = Counter("rag_change_events_total", "Changes seen, by kind: release (a service's newest release), model (a new response model under one requested model name), prompt and config (a new rag.prompt.version / rag.config.version), index (a new rag.index.version of a source).", ["kind"], registry=r)
+        self.change_last = Gauge("rag_change_last_timestamp_seconds", "When the latest change of each kind was first seen on this replica (Unix time), with what it changed to (change); one series per kind.", ["kind", "change"], registry=r)
+
         # --- index freshness ---
         self.freshness_lag = Histogram("rag_index_freshness_lag_seconds", "Commit-to-searchable lag of each new document version, from index events, by source.", ["source"], buckets=FRESHNESS_BUCKETS, registry=r)
         self.index_events = Counter("rag_index_events_total", "Index events by outcome: new_version (lag observed), not_newer (re-sent, re-indexed or older than the newest known), invalid.", ["outcome"], registry=r)

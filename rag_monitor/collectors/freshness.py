@@ -37,6 +37,8 @@ class IndexEvent:
     indexed_at: float
     """Unix seconds: when it became searchable."""
     source: str | None = None
+    index_version: str | None = None
+    """The index build or load it arrived in (``rag.index.version``): a new one is an index change."""
 
     @property
     def lag_s(self) -> float:
@@ -82,9 +84,10 @@ def _index_event(span: Span) -> IndexEvent | None:
     indexed = parse_time(a.get(sc.RAG_INDEX_INDEXED_AT)) if sc.RAG_INDEX_INDEXED_AT in a else (span.end_ns or span.start_ns) / 1e9
     if not isinstance(document_id, str) or not document_id or committed is None or indexed is None or indexed <= 0:
         return None
-    source = a.get(sc.RAG_INDEX_SOURCE)
+    source, version = a.get(sc.RAG_INDEX_SOURCE), a.get(sc.RAG_INDEX_VERSION)
     return IndexEvent(document_id[:_MAX_ID_CHARS], committed, indexed,
-                      str(source)[:_MAX_SOURCE_CHARS] if source not in (None, "") else None)
+                      str(source)[:_MAX_SOURCE_CHARS] if source not in (None, "") else None,
+                      str(version)[:_MAX_SOURCE_CHARS] if version not in (None, "") else None)
 
 
 def split_index_events(spans: Sequence[Span]) -> tuple[list[IndexEvent], int, list[Span]]:

@@ -4,6 +4,8 @@ retrievals that name their data source (priced per call); the app's cache lookup
 
 from __future__ import annotations
 
+import json
+
 from rag_monitor import semconv as sc
 from rag_monitor.collectors.otlp import Span
 from rag_monitor.collectors.values import as_int
@@ -60,13 +62,37 @@ def model_call(span: Span, kind: str) -> ModelCall:
     model = _first(a, _MODEL_KEYS[kind])
     prompt = max(as_int(_first(a, _PROMPT_KEYS)), 0)
     cached = as_int(_first(a, _CACHED_PROMPT_KEYS))
+    requested, responded = _requested_and_response_model(a) if kind == CALL_LLM else (None, None)
     return ModelCall(
         kind=kind,
         model=str(model) if model not in (None, "") else None,
         input_tokens=prompt,
         output_tokens=max(as_int(_first(a, _COMPLETION_KEYS)), 0),
         cached_input_tokens=min(max(cached, 0), prompt),
+        requested_model=requested,
+        response_model=responded,
     )
+
+
+def _requested_and_response_model(a: dict) -> tuple[str | None, str | None]:
+    """(the model asked for, the model that answered) of an LLM span; either may be None.
+
+    GenAI names both; OpenInference puts the requested one in ``llm.invocation_parameters``
+    (JSON) and the provider's answer in ``llm.model_name``."""
+    requested = a.get(sc.GEN_AI_REQUEST_MODEL)
+    if requested in (None, ""):
+        params = a.get(sc.LLM_INVOCATION_PARAMETERS)
+        if isinstance(params, str) and '"model"' in params:
+            try:
+                parsed = json.loads(params)
+            except ValueError:
+                parsed = None
+            requested = parsed.get("model") if isinstance(parsed, dict) else None
+    responded = a.get(sc.GEN_AI_RESPONSE_MODEL)
+    if responded in (None, "") and a.get(sc.LLM_INVOCATION_PARAMETERS) is not None:
+        responded = a.get(sc.LLM_MODEL_NAME)
+    text = lambda v: str(v)[:200] if v not in (None, "") and isinstance(v, (str, int, float)) else None  # noqa: E731
+    return text(requested), text(responded)
 
 
 def has_tokens(call: ModelCall) -> bool:

@@ -62,10 +62,8 @@ DEMO_OVERRIDES: dict[str, Any] = {
     "freshness.window": "1m", "freshness.for": "2s", "freshness.min_events": 5, "freshness.min_checked_queries": 5,
     "cache.window": "20s", "cache.baseline_window": "1m", "cache.for": "2s", "cache.min_requests": 5,
     "neighbour_stability.for": "2s",
+    "triage.settle": "20s",
 }
-# The baseline release must look old (drift, not regression) by the time the shift is tested,
-# and the bad release new while its alerts fire: the window sits between the two.
-RELEASE_WINDOW_S = {True: 20, False: 50}
 DRIFT_WINDOW = {True: 50, False: 120}
 """Most recent queries in the current drift window."""
 REFERENCE_SIZE = {True: 100, False: 250}
@@ -245,9 +243,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
         agent = _start_agent(root, phoenix.url if phoenix else "", stack, free_port, options.quick, hook.url)
         alerting = None
         if AlertingStack.available():
-            overrides = dict(DEMO_OVERRIDES)
-            overrides["triage.release_window"] = f"{RELEASE_WINDOW_S[options.quick]}s"
-            alerting = stack.enter_context(AlertingStack(root / "alerting", [f"127.0.0.1:{agent.settings.http_port}"], overrides))
+            alerting = stack.enter_context(AlertingStack(root / "alerting", [f"127.0.0.1:{agent.settings.http_port}"], DEMO_OVERRIDES))
         else:
             notes.append("Prometheus and Alertmanager are not installed (apt-get install prometheus prometheus-alertmanager): "
                          "no alert rules are evaluated, so you miss the pages and their regression/drift triage; "

@@ -200,7 +200,7 @@ def _firing_first(alerts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if alert.get("status") != "firing":
             continue
         labels = alert.get("labels", {})
-        # Not keyed by triage: an alert still firing after the release window re-fires as drift.
+        # One line per alert and subject (the triage is decided once per incident, docs/alerts.md).
         key = (labels.get("alertname"), labels.get("signal"), labels.get("release"), labels.get("variant"))
         seen.setdefault(key, dict(alert))
     return list(seen.values())

@@ -65,6 +65,8 @@ class Monitor:
         *,
         endpoint: str | None = None,
         release: str = "",
+        prompt_version: str | None = None,
+        config_version: str | None = None,
         span_exporter: SpanExporter | None = None,
         batch: bool = True,
         enabled: bool | None = None,
@@ -81,6 +83,10 @@ class Monitor:
             raise ValueError(f"service_name={service_name!r}: a non-empty string is required")
         self.service_name = service_name
         self.release = str(release or "")
+        self.prompt_version = str(prompt_version) if prompt_version else None
+        """``rag.prompt.version`` on every query (settable at runtime): a new one is a change for triage."""
+        self.config_version = str(config_version) if config_version else None
+        """``rag.config.version`` on every query (settable at runtime): a new one is a change for triage."""
         self.enabled = (not env_flag(RAG_MONITOR_DISABLED)) if enabled is None else bool(enabled)
         self._provider: TracerProvider | None = None
         self._processor: _CountingProcessor | None = None
@@ -193,6 +199,10 @@ class Monitor:
                     attrs[semconv.INPUT_VALUE] = text
             if self.release:
                 attrs[semconv.RAG_RELEASE] = self.release
+            if self.prompt_version:
+                attrs[semconv.RAG_PROMPT_VERSION] = self.prompt_version
+            if self.config_version:
+                attrs[semconv.RAG_CONFIG_VERSION] = self.config_version
             if session_id is not None:
                 attrs[semconv.SESSION_ID] = str(session_id)
             if user_id is not None:
@@ -292,6 +302,7 @@ class Monitor:
         committed_at: float | datetime,
         indexed_at: float | datetime | None = None,
         source: str | None = None,
+        index_version: str | None = None,
     ) -> None:
         """A document version became searchable: call it from the indexer when the version is in.
 
@@ -316,6 +327,8 @@ class Monitor:
             }
             if source is not None:
                 attrs[semconv.RAG_INDEX_SOURCE] = str(source)
+            if index_version is not None:
+                attrs[semconv.RAG_INDEX_VERSION] = str(index_version)
             at = int(indexed * 1e9)
             tracer.start_span(semconv.RAG_INDEX_SPAN_NAME, context=_ROOT_CONTEXT, attributes=attrs, start_time=at).end(end_time=at)
         except Exception:  # noqa: BLE001
@@ -378,6 +391,7 @@ def init(service_name: str, **kwargs: Any) -> Monitor:
 
     Keyword arguments are ``Monitor``'s: ``endpoint`` (else ``RAG_MONITOR_ENDPOINT``, else
     ``OTEL_EXPORTER_OTLP_ENDPOINT``, else ``http://127.0.0.1:4318``), ``release``,
+    ``prompt_version`` and ``config_version`` (on every query; a new one is a change for triage),
     ``span_exporter`` (replaces OTLP, e.g. an in-memory exporter in tests), ``batch``
     (False: export each span as it ends), ``enabled``, ``capture`` (a ``CaptureConfig``),
     ``token``, ``export_timeout_s``, ``max_queue_size``, ``shadow`` (a ``ShadowConfig``).

@@ -47,7 +47,7 @@ class NoopStage:
         return None
 
     input = output = set_attribute = end = _ignore
-    documents = input_documents = excluded_documents = result = tokens = first_token = _ignore
+    documents = input_documents = excluded_documents = result = tokens = first_token = response_model = _ignore
 
     @property
     def is_recording(self) -> bool:

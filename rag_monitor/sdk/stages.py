@@ -170,6 +170,16 @@ class GenerateStage(Stage):
         except Exception:  # noqa: BLE001
             log.internal_error("tokens")
 
+    def response_model(self, name: str) -> None:
+        """The model the provider answered with (its response's ``model``, e.g.
+        ``gpt-4o-mini-2024-07-18`` for a request of ``gpt-4o-mini``): a new one under the same
+        requested name is a change the alerts' triage compares across."""
+        try:
+            if name:
+                self._set({semconv.GEN_AI_RESPONSE_MODEL: str(name), semconv.LLM_MODEL_NAME: str(name)})
+        except Exception:  # noqa: BLE001
+            log.internal_error("response_model")
+
     def first_token(self) -> None:
         """Call when the first token arrives (once; later calls are ignored): records the seconds since
         the query started (``rag.generation.time_to_first_token_s``, what the user waits) and since

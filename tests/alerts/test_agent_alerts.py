@@ -11,6 +11,7 @@ import pytest
 
 import rag_monitor
 from tests.alerting import FAST_OVERRIDES, AlertingStack
+from tests.services import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,12 +64,15 @@ def test_new_release_breaking_answers_and_latency_pages_as_a_regression(start_ag
     agent.store.note_release("support-bot", "r1", time.time() - 86400)  # r1 has been live for a day
     with AlertingStack(tmp_path / "stack", [f"127.0.0.1:{agent.agent.settings.http_port}"], FAST_OVERRIDES) as stack:
         with Traffic(agent.otlp_url, "r1", SUPPORTED, seconds=0.3):
-            time.sleep(3)
+            # Triage compares r2 with r1's last stable values: r1 serves until Prometheus has them.
+            wait_until(lambda: {r["metric"]["guardrail"] for r in stack.prometheus.query('rag:triage:release_stable{release="r1"}')}
+                       >= {"faithfulness", "latency"}, timeout=90, what="r1's stable faithfulness and latency")
         with Traffic(agent.otlp_url, "r2", UNSUPPORTED, seconds=12.0):
             faithfulness = stack.webhook.wait_for_alert(firing("RagFaithfulnessLow", triage="regression"), timeout=90)
             latency = stack.webhook.wait_for_alert(firing("RagQueryLatencyOverSLO", triage="regression", severity="page"), timeout=90)
     for alert in (faithfulness, latency):
         assert alert["labels"]["suspected_release"] == "r2"
+        assert alert["labels"]["suspected_change"] == "release r2"
         assert "suspected regression after release r2" in alert["annotations"]["triage"]
         assert alert["annotations"]["runbook"]
     assert faithfulness["labels"]["scorer"] == "lexical-v1"

@@ -94,9 +94,28 @@ def test_every_alert_has_promtool_cases_for_firing_quiet_and_both_triage_branche
         for exp in expectations:
             for a in exp:
                 if a["exp_labels"]["triage"] == "regression":
-                    assert a["exp_labels"]["suspected_release"] and "suspected regression after release" in a["exp_annotations"]["triage"]
+                    change = a["exp_labels"]["suspected_change"]
+                    assert a["exp_annotations"]["triage"].startswith(f"suspected regression after {change}:")
+                    if change.startswith("release "):
+                        assert a["exp_labels"]["suspected_release"] == change.removeprefix("release ")
                 else:
-                    assert a["exp_annotations"]["triage"].startswith("suspected drift: no release")
+                    assert "suspected_change" not in a["exp_labels"]
+                    assert a["exp_annotations"]["triage"].startswith("suspected drift: the releases serving moved together")
+
+
+def test_triage_is_decided_by_comparison_for_each_case_the_docs_name():
+    """The four cases of docs/alerts.md, plus a model change without a release, have promtool cases."""
+    names = [c["name"] for c in yaml.safe_load((ALERTS / "tests" / "triage.test.yml").read_text())["tests"]]
+    for case in ("canary worse", "all releases worse", "after 3 hours", "rolled back", "model version changes"):
+        assert any(case in n for n in names), case
+
+
+def test_every_guardrail_has_one_triage_series_and_alerts_join_their_own(rules):
+    guardrails = {r.labels["guardrail"] for r in rules if r.kind == "alert"}
+    triage = {r.labels.get("guardrail") for r in rules if r.name == "rag:triage"}
+    assert triage == guardrails
+    for rule in (r for r in rules if r.kind == "alert"):
+        assert f'rag:triage{{guardrail="{rule.labels["guardrail"]}"}}' in rule.expr, rule.name
 
 
 def test_rules_use_only_metrics_the_agent_defines(rules):
@@ -120,7 +139,7 @@ def test_recorded_series_read_by_rules_and_annotations_exist(rules):
 def test_every_alert_carries_severity_triage_and_runbook(rules):
     for rule in (r for r in rules if r.kind == "alert"):
         assert rule.severity in {"page", "warning"}, rule.name
-        assert "group_left (triage, suspected_release)" in rule.expr, rule.name
+        assert "group_left (triage, suspected_release, suspected_change)" in rule.expr, rule.name
         assert {"summary", "triage", "runbook"} <= set(rule.annotations), rule.name
         runbook = rule.annotations["runbook"]
         for part in ("Meaning:", "Check first:", "Phoenix", "First step:"):
