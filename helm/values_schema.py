@@ -72,6 +72,9 @@ def build_schema() -> dict[str, Any]:
     duration = {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"}
     resources = _obj({"requests": anyobj, "limits": anyobj})
     secret_ref = _obj({"existingSecret": k8s_name, "secretKey": secret_key}, ("existingSecret", "secretKey"))
+    # The OTLP token: the chart generates one (kept across upgrades) unless generate is false.
+    generated_secret_ref = _obj({"existingSecret": k8s_name, "secretKey": secret_key, "generate": {"type": "boolean"}},
+                                ("existingSecret", "secretKey"))
     image = _obj(
         {"repository": {"type": "string", "minLength": 1}, "tag": string,
          "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]}},
@@ -102,7 +105,7 @@ def build_schema() -> dict[str, Any]:
                 }, ("size", "accessModes"))}),
                 "postgresql": _obj({"existingSecret": k8s_name, "secretKey": secret_key}, ("secretKey",)),
             }, ("sqlite", "postgresql")),
-            "secrets": _obj({"reviewTokens": secret_ref, "otlpToken": secret_ref, "pseudonymKey": secret_ref}),
+            "secrets": _obj({"reviewTokens": secret_ref, "otlpToken": generated_secret_ref, "pseudonymKey": secret_ref}),
             "agent": _obj({
                 "settings": _obj(settings_properties(), description=(
                     "Written into agent.yaml; the names and types of rag_monitor/settings.py. Secrets, "
