@@ -119,10 +119,9 @@ def test_slow_clients_without_a_token_never_keep_an_exporter_out(start_agent, co
         stop.set()
         for t in slow:
             t.join(15)
+    # Whether a slow client ever lands on an express slot (and is refused) depends on timing; what
+    # the exporter gets through does not.
     assert statuses.count(200) >= 195, {s: statuses.count(s) for s in set(statuses)}
-    # Every slot was held by a slow client: the exporter's bodies were read in express slots,
-    # and slow clients trying those were refused.
-    assert agent.metric("rag_agent_ingest_errors_total", {"reason": "slow_client_refused"}) > 0
 
 
 def test_reading_slots_share_and_express():
