@@ -88,7 +88,7 @@ def test_reviewed_shadow_pairs_produce_the_report(start_agent, tmp_path, capsys)
 
     # the scorer scores each shadow answer and, beside it, its production half (metrics count only the former)
     productions = [item.pair_trace_id for item in store.paired_items()]
-    wait_until(lambda: all("lexical-v1:pair-half" in store.scores_for(t) for t in productions), timeout=30,
+    wait_until(lambda: all("lexical-v1:pair-half" in store.scores_for(t) for t in productions), timeout=120,
                what="the production halves' scores")
     scored = {v: agent.metric_sum("rag_faithfulness_scored_total", variant=v) for v in ("shadow", "production")}
     assert scored == {"shadow": len(QUESTIONS), "production": 0}
