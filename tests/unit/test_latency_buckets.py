@@ -28,7 +28,7 @@ def observed():
     rng = random.Random(5)
     metrics = AgentMetrics(CollectorRegistry())
     true: dict[str, list[float]] = {name: [] for name, *_ in STAGES}
-    fast_queries, retrieve_of_fast = [], []
+    fast_queries = []
     for _ in range(4000):
         for name, low, high in STAGES:
             seconds = rng.uniform(low, high)
