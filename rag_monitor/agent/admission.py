@@ -10,7 +10,8 @@ clients from refusing everyone else:
 - when every slot is taken, a body that arrives at once (within ``express_s``) is read in one of
   as many express slots: a well-behaved exporter sends its body with its headers, so any number of
   tricklers, from any number of addresses, cannot keep it out. A trickler given an express slot
-  loses it after ``express_s`` and is refused.
+  is refused on its first chunk (a few bytes with more to come; ``http._read_at_once``), or after
+  ``express_s`` when nothing comes, so tricklers hardly ever hold one.
 
 Usage (in the event loop)::
 

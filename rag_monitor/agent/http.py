@@ -101,6 +101,39 @@ async def _read_within(request: Request, limit: int, timeout_s: float) -> bytes:
     return await asyncio.wait_for(_read_body(request, limit), timeout_s)
 
 
+# A first chunk at least this large (a socket read's worth) shows a client sending in bulk.
+BULK_CHUNK_BYTES = 16 * 1024
+
+
+async def _read_at_once(request: Request, limit: int, within_s: float) -> bytes | None:
+    """The body if it arrives at once, else None: its first chunk within ``within_s``, and either
+    the whole body or a bulk chunk. A trickling client's first chunk is a few bytes, so it is
+    refused on sight instead of holding an express slot for ``within_s``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"request body of {declared} bytes is over the limit of {limit} bytes")
+    deadline = asyncio.get_running_loop().time() + within_s
+    message = await asyncio.wait_for(request.receive(), within_s)
+    if message["type"] != "http.request":
+        raise ClientDisconnect()
+    chunks = [message.get("body", b"")]
+    more = message.get("more_body", False)
+    if more and len(chunks[0]) < BULK_CHUNK_BYTES:
+        return None
+    size = len(chunks[0])
+    while more:
+        left = deadline - asyncio.get_running_loop().time()
+        message = await asyncio.wait_for(request.receive(), max(left, 0.0))
+        if message["type"] != "http.request":
+            raise ClientDisconnect()
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > limit:
+            raise BodyTooLarge(f"request body is over the limit of {limit} bytes")
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
 def otlp_app(
     ingest: Callable[[bytes, str, str | None], object],
     metrics,
@@ -146,7 +179,10 @@ def otlp_app(
         started = asyncio.get_running_loop().time()
         body = None
         try:
-            body = await _read_within(request, limit, reading.express_s if slot == EXPRESS else read_timeout_s)
+            if slot == EXPRESS:
+                body = await _read_at_once(request, limit, reading.express_s)
+            else:
+                body = await _read_within(request, limit, read_timeout_s)
         except asyncio.TimeoutError:
             pass
         except BodyTooLarge as exc:
