@@ -21,10 +21,17 @@ EXAMPLES = 3
 MIN_Z = 3.0
 
 
-def _kmeans(points: Any, k: int, rng: Any, iterations: int = 15) -> Any:
+def _kmeans_once(points: Any, k: int, rng: Any, iterations: int) -> tuple[Any, Any, float]:
+    """One seeded Lloyd run from a k-means++ start; returns assignment, centres and the total
+    cosine similarity to the nearest centre (higher is tighter)."""
     import numpy as np
 
-    centres = points[rng.choice(len(points), size=k, replace=False)].copy()
+    centres = [points[rng.integers(len(points))]]
+    for _ in range(1, k):  # k-means++: spread the starts, so one run rarely merges two topics
+        distance = np.clip(1.0 - np.max(points @ np.array(centres).T, axis=1), 0.0, None)
+        weights = distance / distance.sum() if distance.sum() > 0 else None
+        centres.append(points[rng.choice(len(points), p=weights)])
+    centres = np.array(centres)
     for _ in range(iterations):
         assignment = np.argmax(points @ centres.T, axis=1)  # unit vectors: nearest = largest cosine
         for j in range(k):
@@ -32,7 +39,16 @@ def _kmeans(points: Any, k: int, rng: Any, iterations: int = 15) -> Any:
             if len(members):
                 centre = members.sum(axis=0)
                 centres[j] = centre / max(float(np.linalg.norm(centre)), 1e-12)
-    return np.argmax(points @ centres.T, axis=1), centres
+    similarity = points @ centres.T
+    return np.argmax(similarity, axis=1), centres, float(similarity.max(axis=1).sum())
+
+
+def _kmeans(points: Any, k: int, rng: Any, iterations: int = 15, restarts: int = 5) -> Any:
+    """The tightest of ``restarts`` runs (as scikit-learn's ``n_init``): one unlucky start would
+    otherwise hide a new topic inside an old cluster."""
+    runs = [_kmeans_once(points, k, rng, iterations) for _ in range(restarts)]
+    assignment, centres, _ = max(runs, key=lambda run: run[2])
+    return assignment, centres
 
 
 def _z(a: int, n: int, b: int, m: int) -> float:

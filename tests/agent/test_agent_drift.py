@@ -59,11 +59,11 @@ profiles:
         send(monitor, usual[:N])            # the reference window
         send(monitor, usual[N:2 * N])       # the same distribution, other queries
         for labels in (mmd, chi):  # both detectors have run on a full current window
-            wait_until(lambda: latest({**labels, "window": "current"}, "rag_drift_window_size") == N, timeout=60,
+            wait_until(lambda: latest({**labels, "window": "current"}, "rag_drift_window_size") == N, timeout=300,
                        what=f"a {labels['detector']} run on a full current window")
         assert latest(mmd) == 0 and latest(chi) == 0
         send(monitor, new[:N])               # new topics arrive
-        wait_until(lambda: latest(mmd) == 1 and latest(chi) == 1, timeout=60, what="the drift verdict")
+        wait_until(lambda: latest(mmd) == 1 and latest(chi) == 1, timeout=300, what="the drift verdict")
     finally:
         monitor.shutdown()
     assert latest(mmd, "rag_drift_p_value") < 0.05
