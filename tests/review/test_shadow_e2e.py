@@ -59,7 +59,8 @@ def review_all(client: Client) -> list[list[str]]:
 
 def test_reviewed_shadow_pairs_produce_the_report(start_agent, tmp_path, capsys):
     sampling = tmp_path / "sampling.yaml"
-    sampling.write_text("base_rate: 0.0\nlow_confidence_rate: 0.0\nrefusal_rate: 0.0\nshadow_pair_rate: 1.0\n")
+    # No production answer is scored in its own right (score_rate 0): each is scored only as a pair half.
+    sampling.write_text("base_rate: 0.0\nlow_confidence_rate: 0.0\nrefusal_rate: 0.0\nshadow_pair_rate: 1.0\nscore_rate: 0.0\n")
     tokens = ",".join(f"{n}:reviewer:{hash_token(n + '-token')}" for n in ("alice", "bob"))
     agent = start_agent(review_tokens=tokens, review_double_share=1.0, sampling_config=str(sampling), score_interval_s=0.5)
     monitor = rag_monitor.init(service_name="support-bot", endpoint=agent.otlp_url, release="r2",
