@@ -20,7 +20,7 @@ import yaml
 # The schema of thresholds.yaml: section -> key -> kind. Unknown or missing keys are errors, so a
 # typo never silently leaves a default in place.
 SCHEMA: dict[str, dict[str, str]] = {
-    "triage": {"min_relative_change": "ratio", "settle": "duration", "hold": "duration"},
+    "triage": {"min_relative_change": "ratio", "settle": "duration", "sighting_lag": "duration", "hold": "duration"},
     "faithfulness": {"window": "duration", "max_unsupported_ratio": "ratio", "min_scored": "count", "min_labels": "count", "for": "duration", "severity": "severity"},
     "latency": {
         "window": "duration", "min_queries": "count",

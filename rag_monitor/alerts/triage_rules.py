@@ -13,12 +13,16 @@ Two comparisons, both with numbers that do not move with the time since a deploy
 - **Other changes** (a provider's model version under one requested name, a prompt or config
   version, an index rebuild or bulk load: ``rag_change_last_timestamp_seconds{kind, change}``;
   for guardrails with no release series, releases too): the signal latched at the change
-  (``before``) against its value over the first full window after it (``after``; the current
-  value until then). A change that came after the newest release is compared first.
+  (``before``: its value ``triage.sighting_lag`` before the change was first seen, because a probe
+  run can move the signal before the release's first spans are exported and scraped) against its
+  value over the first full window after it (``after``; the current value until then). A change that came after the newest release is compared first.
 
-The decision is latched per incident: while any alert of the guardrail is pending or firing
-(``ALERTS``), ``rag:triage`` keeps the label it had when the incident began, so a firing alert
-never flips and never re-routes. ``rag:triage`` has one series per guardrail, which every alert
+The decision is latched per incident: while any alert of the guardrail fires (``ALERTS``),
+``rag:triage`` keeps the label it had when the alert began to fire, so a firing alert never flips
+and never re-routes. A pending alert can still change label once, when the change behind it is
+seen late (its first spans exported and scraped after a probe run already saw it): its ``for:``
+restarts under the new label, so the page carries the right one when ``for:`` is at least
+``triage.sighting_lag``. ``rag:triage`` has one series per guardrail, which every alert
 joins (``rulekit._with_triage``).
 """
 
@@ -193,16 +197,18 @@ def _change_rules(s: Signal, t: Mapping[str, Any]) -> list[dict[str, str]]:
     before, after = f"rag:triage:change_before{sel}", f"rag:triage:change_after{sel}"
     at = f'count_values by (guardrail) ("change_at", {change})'
     window, settle = _num(parse_duration(s.window)), _num(parse_duration(t["triage"]["settle"]))
+    lag = t["triage"]["sighting_lag"]
     return [
         _rec(g, "rag:triage:change", f'topk(1, rag:change:last_timestamp_seconds{{kind=~"{"|".join(kinds)}"}})'),
         _rec(g, "rag:triage:signal", s.value("")),
-        # Latched per change (keyed by its timestamp): the signal when the change was first seen
-        # (only while the change is recent: a Prometheus that was not watching has no "before") ...
+        # Latched per change (keyed by its timestamp): the signal ``sighting_lag`` before the change
+        # was first seen (only while the change is recent: a Prometheus that was not watching has
+        # no "before") ...
         _rec(g, "rag:triage:change_before", f"""
 (last_over_time({before}[{hold}]) and on (guardrail, change_at) {at})
 or on (guardrail)
 (
-  {signal} * on (guardrail) group_left (change_at) ({at} * 0 + 1)
+  ({signal} offset {lag}) * on (guardrail) group_left (change_at) ({at} * 0 + 1)
   and on (guardrail) (time() - {change} < {settle})
 )"""),
         # ... and over the first full window after it.
@@ -287,9 +293,11 @@ def guardrail_triage_group(t: Mapping[str, Any], guardrail: str, name: str) -> d
     sel = f'{{guardrail="{guardrail}"}}'
     rules += [
         _rec(guardrail, "rag:triage:decision", _decision(s)),
-        # Decided once per incident: held while an alert of this guardrail is pending or firing.
+        # Decided once per incident: held while an alert of this guardrail fires. While one is only
+        # pending the decision may still change once (a change seen late, after its effect), which
+        # restarts the alert's `for:` under its new label rather than paging with the old one.
         _rec(guardrail, TRIAGE_RECORD, f"""
-({TRIAGE_RECORD}{sel} and on (guardrail) (count by (guardrail) (ALERTS{sel}) > 0))
+({TRIAGE_RECORD}{sel} and on (guardrail) (count by (guardrail) (ALERTS{{guardrail="{guardrail}",alertstate="firing"}}) > 0))
 or on (guardrail)
 rag:triage:decision{sel}"""),
     ]

@@ -61,8 +61,8 @@ DEMO_OVERRIDES: dict[str, Any] = {
     "drift.for": "0s", "drift.min_window_items": 40,
     "freshness.window": "1m", "freshness.for": "2s", "freshness.min_events": 5, "freshness.min_checked_queries": 5,
     "cache.window": "20s", "cache.baseline_window": "1m", "cache.for": "2s", "cache.min_requests": 5,
-    "neighbour_stability.for": "2s",
-    "triage.settle": "20s",
+    "neighbour_stability.for": "15s",  # at least triage.sighting_lag: the page names the release
+    "triage.settle": "20s", "triage.sighting_lag": "15s",
 }
 DRIFT_WINDOW = {True: 50, False: 120}
 """Most recent queries in the current drift window."""

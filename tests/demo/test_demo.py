@@ -148,6 +148,7 @@ def test_traffic_script_is_deterministic_with_a_seed(corpus):
     assert share(shift) > share(baseline) + 0.3
 
 
+@pytest.mark.timeout(900)  # a bound for a loaded machine: the quick demo takes about 4 minutes alone
 def test_quick_demo_tells_the_story(tmp_path, app, corpus, monkeypatch, capsys):
     """Drift raises the drift verdict; the bad release raises false-exclusion, latency and
     faithfulness alerts with the regression triage; the thumbs-down answers reach the review queue."""
