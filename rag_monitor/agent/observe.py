@@ -277,7 +277,8 @@ class QueryObserver:
         m = self._children
         for call in model_calls(record):
             model = self.model(call.model)
-            for kind, n in (("prompt", call.input_tokens), ("completion", call.output_tokens), ("cached_prompt", call.cached_input_tokens)):
+            for kind, n in (("prompt", call.input_tokens), ("completion", call.output_tokens), ("cached_prompt", call.cached_input_tokens),
+                            ("cache_write_prompt", call.cache_write_input_tokens)):
                 if n:
                     m.tokens.labels(release, variant, kind, model).inc(n)
             if call.cached_input_tokens and self.cache_saving is not None:
