@@ -124,6 +124,8 @@ class ModelCall:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     """Of ``input_tokens``, those read from the provider's prompt cache (priced at the cached rate)."""
+    cache_write_input_tokens: int = 0
+    """Of ``input_tokens``, those written to the provider's prompt cache (priced at the cache-write rate)."""
     requested_model: str | None = None
     """The model name the app asked for (``gen_ai.request.model``, OpenInference's invocation parameters)."""
     response_model: str | None = None

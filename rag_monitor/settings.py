@@ -83,7 +83,7 @@ class AgentSettings:
     # --- metrics labels ---
     top_intents: int = _setting(20, "Intents kept as label values; the rest fold into `other`.")
     top_tenants: int = _setting(20, "Tenants kept as label values; the rest fold into `other`.")
-    top_releases: int = _setting(10, "Releases kept as label values (most recent first seen); older ones fold into `other`.")
+    top_releases: int = _setting(10, "Releases kept as label values per service (most recent first seen), alike in every metric with a `release` label; older ones fold into `other`.")
     regeneration_window_s: float = _setting(120.0, "A near-duplicate query from the same session within this window counts as an inferred regeneration.")
     regeneration_similarity: float = _setting(0.8, "Token Jaccard similarity at or above which two queries are near-duplicates.")
     regeneration_check_interval_s: float = _setting(1.0, "How often received queries are checked against the sessions' previous queries (in the store) for inferred regenerations.")

@@ -199,7 +199,8 @@ class QueryObserver:
         self.changes = ChangeTracker(metrics, clock)
         """Change events (model, prompt, config, index, release) for triage (``agent/changes.py``)."""
         self.releases = ReleaseLabels(metrics, top_releases, on_newest=self.changes.release)
-        """The N most recently first-seen releases per service, from the store (``releases.refresh``)."""
+        """The N most recently first-seen releases per service, from the store (``releases.refresh``): the
+        ``release`` label of every family (``releases.label``)."""
         self.variant = LabelFolder(len(semconv.VARIANTS), allowed=semconv.VARIANTS)
         self.stage = LabelFolder(len(semconv.STAGES), allowed=semconv.STAGES)
         self.feedback_kind = LabelFolder(len(semconv.FEEDBACK_KINDS), allowed=semconv.FEEDBACK_KINDS)
@@ -208,7 +209,7 @@ class QueryObserver:
         self.clock = clock
 
     def labels_of(self, record: QueryRecord) -> tuple[str, str]:
-        return self.releases.label(record.service, record.release), self.variant(record.variant)
+        return self.releases.label(record.release), self.variant(record.variant)
 
     def observe(self, record: QueryRecord) -> float | None:
         """Update every query metric from ``record``; returns its cost in USD when priced."""
@@ -276,7 +277,8 @@ class QueryObserver:
         m = self._children
         for call in model_calls(record):
             model = self.model(call.model)
-            for kind, n in (("prompt", call.input_tokens), ("completion", call.output_tokens), ("cached_prompt", call.cached_input_tokens)):
+            for kind, n in (("prompt", call.input_tokens), ("completion", call.output_tokens), ("cached_prompt", call.cached_input_tokens),
+                            ("cache_write_prompt", call.cache_write_input_tokens)):
                 if n:
                     m.tokens.labels(release, variant, kind, model).inc(n)
             if call.cached_input_tokens and self.cache_saving is not None:

@@ -2,11 +2,16 @@
 
 A team that deploys daily ships a release a day, so the ``release`` label must stay bounded;
 but the newest release is the one regression triage needs. Each service keeps its ``keep``
-most recently first-seen releases as label values (older ones fold into ``other``), and each
-of those exports ``rag_release_info`` and ``rag_release_first_seen_timestamp_seconds``. The
-order comes from the store's ``releases`` table (first sighting by any replica wins), so every
-replica labels alike; a replica refreshes the set when it sees a release it has not noted yet,
-and periodically (``refresh``) to learn of releases only another replica saw.
+most recently first-seen releases, and each of those exports ``rag_release_info`` and
+``rag_release_first_seen_timestamp_seconds``. The order comes from the store's ``releases``
+table (first sighting by any replica wins), so every replica labels alike; a replica refreshes
+the set when it sees a release it has not noted yet, and periodically (``refresh``) to learn of
+releases only another replica saw.
+
+``label`` is the one fold every metric family with a ``release`` label uses (query metrics,
+scores, judged rates, unsupported rates, false exclusions): a release name kept by any service
+is a label value, every other name is ``other``. The ``release`` label carries no service, so a
+name is named or folded alike whichever service or family it comes from.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ class ReleaseLabels:
             raise ValueError(f"the number of labelled releases must be positive, got {keep}")
         self.metrics = metrics
         self.keep = keep
-        self._labelled: dict[str, frozenset[str]] = {}
+        self._labelled: frozenset[str] = frozenset()
+        """Release names kept by any service (the label values)."""
+        self._none_recorded = False
         self._exported: dict[tuple[str, str], float] = {}
         self._noted: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
@@ -37,10 +44,12 @@ class ReleaseLabels:
         event when ``new``: not at this replica's first read of the store)."""
         self._applied = False
 
-    def label(self, service: str | None, release: str | None) -> str:
-        if not release:
+    def label(self, release: str | None) -> str:
+        """The ``release`` label value of a raw release name, in every family."""
+        if not release or release == UNKNOWN:
             return UNKNOWN
-        return release if release in self._labelled.get(service_key(service), ()) else OTHER
+        # The store records no release at all (records reviewed that never passed an agent): nothing to fold against.
+        return release if release in self._labelled or self._none_recorded else OTHER
 
     def unnoted(self, sightings: Iterable[tuple[str | None, str]]) -> list[tuple[str, str]]:
         """``(service, release)`` pairs this replica has not recorded in the store yet."""
@@ -59,11 +68,7 @@ class ReleaseLabels:
 
     def apply(self, latest) -> None:
         """Label and export exactly ``latest`` (``Release`` rows: each service's newest)."""
-        labelled: dict[str, set[str]] = {}
-        exported: dict[tuple[str, str], float] = {}
-        for r in latest:
-            labelled.setdefault(r.service, set()).add(r.release)
-            exported[(r.service, r.release)] = r.first_seen
+        exported = {(r.service, r.release): r.first_seen for r in latest}
         m = self.metrics
         with self._lock:
             self._noted.update(exported)
@@ -75,7 +80,8 @@ class ReleaseLabels:
                     m.release_info.labels(*key).set(1)
                     m.release_first_seen.labels(*key).set(first_seen)
             self._exported = exported
-            self._labelled = {service: frozenset(releases) for service, releases in labelled.items()}
+            self._labelled = frozenset(release for _, release in exported)
+            self._none_recorded = not exported
             applied, self._applied = self._applied, True
         if self._on_newest is not None and exported:
             (_, release), first_seen = max(exported.items(), key=lambda kv: (kv[1], kv[0]))

@@ -6,7 +6,9 @@ Every replica reads the same store, so these gauges agree across replicas (alert
 The false-exclusion rate covers 30 days of reviews. Re-reading them on every scrape grows with
 the review history, so ``ReviewStatsCollector`` keeps hourly aggregates per release and reads
 only the reviews stored since its last refresh (the ``scrape_cache`` job, and a scrape after
-this replica stored a review); hours older than the window fall off.
+this replica stored a review); hours older than the window fall off. The aggregates keep each
+raw release; the release fold (``ReleaseLabels.label``, as in every family) applies when read,
+so a release that leaves the labelled set moves into ``other`` here as in the query metrics.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -32,8 +35,10 @@ OVERLAP_S = 120.0
 
 
 class ReviewStatsCollector(Collector):
-    def __init__(self, store, window_s: float = 30 * 86400, clock=time.time):
+    def __init__(self, store, window_s: float = 30 * 86400, clock=time.time,
+                 release_label: Callable[[str | None], str] = lambda r: r or "unknown"):
         self.store = store
+        self.release_label = release_label
         self.window_s = window_s
         self.clock = clock
         self._lock = threading.Lock()
@@ -76,13 +81,14 @@ class ReviewStatsCollector(Collector):
             self._fresh = True
 
     def stats(self) -> list[FalseExclusionStats]:
-        """Per release, over the window (to the hour)."""
+        """Per release label (folded), over the window (to the hour)."""
         if not self._fresh:
             self.refresh()
         totals: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0.0])
         with self._lock:
             for (_, release), b in self._buckets.items():
-                totals[release] = [t + v for t, v in zip(totals[release], b)]
+                label = self.release_label(release)
+                totals[label] = [t + v for t, v in zip(totals[label], b)]
         return [FalseExclusionStats(r, int(c[0]), int(c[1]), c[2], c[3], c[4]) for r, c in sorted(totals.items())]
 
     def collect(self):

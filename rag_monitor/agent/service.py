@@ -224,18 +224,19 @@ class Agent:
 
     def _build_review(self) -> None:
         s = self.settings
-        self.review_stats = ReviewStatsCollector(self.store)
+        label = self.observer.releases.label  # one release fold for every family
+        self.review_stats = ReviewStatsCollector(self.store, release_label=label)
         self.registry.register(self.review_stats)
         self.store_gauges = StoreGauges(self.store, self.profiles, self.drift_exporter, self.metrics)
         self.reviewers = Reviewers.parse(s.review_tokens)
         if not len(self.reviewers):
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
-        self.review_metrics = ReviewMetricsCollector(self.store, reviewers=[r.name for r in self.reviewers], top_releases=s.top_releases)
+        self.review_metrics = ReviewMetricsCollector(self.store, reviewers=[r.name for r in self.reviewers], release_label=label)
         self.registry.register(self.review_metrics)
         # The scoring loops are built later; their scorers are named when Prometheus scrapes.
         self.unsupported_rates = UnsupportedRateCollector(
             self.store, lambda: [loop.scorer.name for loop in (getattr(self, "scoring", None), getattr(self, "judging", None)) if loop],
-            self.review_metrics.release_label)
+            label)
         self.registry.register(self.unsupported_rates)
         self.shadow_metrics = ShadowMetricsCollector(self.store, call_cost=self.prices.call_cost, top_candidates=s.top_releases,
                                                      storage_usd_per_query=s.storage_usd_per_query)

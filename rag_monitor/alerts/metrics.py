@@ -93,7 +93,7 @@ class AgentMetrics:
         self.time_to_first_token = Histogram("rag_time_to_first_token_seconds", "Time from the query's start to the generator's first token (g.first_token() or q.stream), what the user waits; the model's own wait is the generate span's rag.generation.stage_time_to_first_token_s.", rv, buckets=LATENCY_BUCKETS, registry=r)
         self.query_cost = Histogram("rag_query_cost_usd", "Cost of one query in USD, from tokens and the price table.", rv, buckets=COST_BUCKETS_USD, registry=r)
         self.cost = Counter("rag_cost_usd_total", "Cost in USD of every LLM, embedding and rerank call, by the call's own model.", [*rv, "model"], registry=r)
-        self.tokens = Counter("rag_tokens_total", "Tokens by kind (prompt, completion; cached_prompt is the part of prompt read from the provider's cache) and the call's model.", [*rv, "kind", "model"], registry=r)
+        self.tokens = Counter("rag_tokens_total", "Tokens by kind (prompt, completion; cached_prompt and cache_write_prompt are the parts of prompt read from and written to the provider's cache) and the call's model.", [*rv, "kind", "model"], registry=r)
         self.component_cost = Histogram(
             "rag_query_component_cost_usd",
             "Cost in USD of one part of a fully priced query: component=embedding, retrieval, rerank, generation (every LLM call), and storage (storage_usd_per_query, when set); rag_query_cost_usd is their sum.",

@@ -10,7 +10,11 @@
 shadow report and the demo's summary all read it, so they agree.
 
 Prices are USD per million tokens: ``input``, ``output`` and, where the provider discounts
-prompt tokens read from its cache, ``cached_input`` (cached tokens cost ``input`` without it).
+prompt tokens read from its cache, ``cached_input`` (cached tokens cost ``input`` without it);
+where it bills prompt tokens written to its cache apart (Anthropic: above ``input``),
+``cached_write`` (written tokens cost ``input`` without it). Both cached parts are part of the
+call's prompt tokens (``collectors/usage.py``), so a call costs
+``(prompt - read - written) * input + read * cached_input + written * cached_write + completion * output``.
 Embedding models are rows like any other (``output: 0``). A pattern is an exact name, a glob (``gpt-4o-mini*``), or
 a prefix (a pattern ending in ``*``); matching ignores case, and the most specific pattern
 (the longest) wins, so ``gpt-4o-mini*`` beats ``gpt-4o*`` whatever their order in the file.
@@ -48,12 +52,18 @@ class ModelPrice:
     output_per_million: float
     cached_input_per_million: float | None = None
     """Prompt tokens read from the provider's cache; None: priced as ``input``."""
+    cached_write_per_million: float | None = None
+    """Prompt tokens written to the provider's cache; None: priced as ``input``."""
 
-    def cost(self, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float:
-        """USD; ``cached_prompt_tokens`` are part of ``prompt_tokens``."""
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0,
+             cache_write_tokens: int = 0) -> float:
+        """USD; ``cached_prompt_tokens`` (read) and ``cache_write_tokens`` (written) are part of ``prompt_tokens``."""
         cached = min(cached_prompt_tokens, prompt_tokens)
-        cached_rate = self.input_per_million if self.cached_input_per_million is None else self.cached_input_per_million
-        return ((prompt_tokens - cached) * self.input_per_million + cached * cached_rate
+        written = min(cache_write_tokens, prompt_tokens - cached)
+        rate = self.input_per_million
+        read_rate = rate if self.cached_input_per_million is None else self.cached_input_per_million
+        write_rate = rate if self.cached_write_per_million is None else self.cached_write_per_million
+        return ((prompt_tokens - cached - written) * rate + cached * read_rate + written * write_rate
                 + completion_tokens * self.output_per_million) / 1e6
 
 
@@ -88,15 +98,15 @@ def _match(prices: list, key: str):
 def _price(pattern: str, item: dict[str, Any], where: str) -> ModelPrice:
     try:
         prices = float(item["input"]), float(item.get("output", 0.0))
-        cached = None if item.get("cached_input") is None else float(item["cached_input"])
+        cached, written = (None if item.get(key) is None else float(item[key]) for key in ("cached_input", "cached_write"))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise ValueError(
-            f"{where}: price for {pattern!r} needs numeric 'input' (and 'output', optionally 'cached_input') "
-            f"USD per million tokens, got {item!r}"
+            f"{where}: price for {pattern!r} needs numeric 'input' (and 'output', optionally 'cached_input' "
+            f"and 'cached_write') USD per million tokens, got {item!r}"
         ) from None
-    if min(prices) < 0 or (cached is not None and cached < 0):
+    if min(prices) < 0 or any(v is not None and v < 0 for v in (cached, written)):
         raise ValueError(f"{where}: negative price for {pattern!r}: {item!r}")
-    return ModelPrice(pattern.lower(), *prices, cached)
+    return ModelPrice(pattern.lower(), *prices, cached, written)
 
 
 class PriceTable:
@@ -162,7 +172,8 @@ class PriceTable:
             return per_call
         if call.kind != "llm" and not (call.input_tokens or call.output_tokens):
             return None
-        return self.cost(call.model, call.input_tokens, call.output_tokens, call.cached_input_tokens)
+        return self.cost(call.model, call.input_tokens, call.output_tokens, call.cached_input_tokens,
+                         call.cache_write_input_tokens)
 
     def cache_saving(self, call: ModelCall) -> float:
         """USD the provider's prompt cache saved on ``call``: its cached tokens at the input rate
@@ -173,7 +184,8 @@ class PriceTable:
         cached = min(call.cached_input_tokens, call.input_tokens)
         return cached * (price.input_per_million - price.cached_input_per_million) / 1e6
 
-    def cost(self, model: str | None, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float | None:
+    def cost(self, model: str | None, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0,
+             cache_write_tokens: int = 0) -> float | None:
         """USD for one call; None for an unpriced model."""
         price = self.lookup(model) if model else None
         if price is None:
@@ -185,7 +197,7 @@ class PriceTable:
             price = self.unknown
             if price is None:
                 return None
-        return price.cost(prompt_tokens, completion_tokens, cached_prompt_tokens)
+        return price.cost(prompt_tokens, completion_tokens, cached_prompt_tokens, cache_write_tokens)
 
 
 COMPONENT_OF_CALL = {"llm": "generation", "embedding": "embedding", "rerank": "rerank", "retrieval": "retrieval"}

@@ -1,5 +1,5 @@
 """Model calls out of spans: which spans are LLM, embedding and rerank calls, with their model
-and tokens (prompt, completion, cached prompt), in the three dialects' attribute names; the
+and tokens (prompt, completion, cached prompt read and written), in the three dialects' attribute names; the
 retrievals that name their data source (priced per call); the app's cache lookups."""
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def call_kind(span: Span) -> str | None:
 _PROMPT_KEYS = (sc.LLM_TOKEN_COUNT_PROMPT, sc.GEN_AI_USAGE_INPUT_TOKENS)
 _COMPLETION_KEYS = (sc.LLM_TOKEN_COUNT_COMPLETION, sc.GEN_AI_USAGE_OUTPUT_TOKENS)
 _CACHED_PROMPT_KEYS = (sc.LLM_TOKEN_COUNT_PROMPT_CACHE_READ, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
+_CACHE_WRITE_KEYS = (sc.LLM_TOKEN_COUNT_PROMPT_CACHE_WRITE, sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
 
 
 def _first(attrs: dict, keys: tuple[str, ...]):
@@ -57,18 +58,23 @@ def _first(attrs: dict, keys: tuple[str, ...]):
 
 
 def model_call(span: Span, kind: str) -> ModelCall:
-    """The call ``span`` made; cached prompt tokens are part of the prompt tokens (both conventions)."""
+    """The call ``span`` made. Tokens read from and written to the prompt cache are part of the
+    prompt tokens in both conventions, whatever the provider's own usage says (OpenInference's
+    Anthropic instrumentor adds them to Anthropic's cache-exclusive ``input_tokens``; GenAI's
+    ``input_tokens`` include every cached part)."""
     a = span.attributes
     model = _first(a, _MODEL_KEYS[kind])
     prompt = max(as_int(_first(a, _PROMPT_KEYS)), 0)
-    cached = as_int(_first(a, _CACHED_PROMPT_KEYS))
+    cached = min(max(as_int(_first(a, _CACHED_PROMPT_KEYS)), 0), prompt)
+    written = min(max(as_int(_first(a, _CACHE_WRITE_KEYS)), 0), prompt - cached)
     requested, responded = _requested_and_response_model(a) if kind == CALL_LLM else (None, None)
     return ModelCall(
         kind=kind,
         model=str(model) if model not in (None, "") else None,
         input_tokens=prompt,
         output_tokens=max(as_int(_first(a, _COMPLETION_KEYS)), 0),
-        cached_input_tokens=min(max(cached, 0), prompt),
+        cached_input_tokens=cached,
+        cache_write_input_tokens=written,
         requested_model=requested,
         response_model=responded,
     )

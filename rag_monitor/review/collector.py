@@ -7,7 +7,7 @@ progress and throughput. Every replica reads the same store, so replicas agree (
 
 The agent registers one and calls ``invalidate()`` after each stored review::
 
-    collector = ReviewMetricsCollector(store, reviewers=[r.name for r in reviewers], top_releases=10)
+    collector = ReviewMetricsCollector(store, reviewers=[r.name for r in reviewers], release_label=releases.label)
     registry.register(collector)
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from prometheus_client.core import GaugeMetricFamily
@@ -27,9 +27,6 @@ from rag_monitor.review.rates import JudgedRate, judged_rates
 
 log = logging.getLogger(__name__)
 
-OTHER = "other"
-
-
 @dataclass
 class _Snapshot:
     rates: list[JudgedRate] = field(default_factory=list)
@@ -38,11 +35,13 @@ class _Snapshot:
 
 
 class ReviewMetricsCollector(Collector):
-    def __init__(self, store, *, reviewers: Iterable[str] | None = None, top_releases: int = 10,
+    def __init__(self, store, *, reviewers: Iterable[str] | None = None,
+                 release_label: Callable[[str | None], str] = lambda r: r or "unknown",
                  window_s: float = 30 * 86400, cache_s: float = 10.0):
         self.store = store
         self.reviewers = None if reviewers is None else set(reviewers)
-        self.top_releases = top_releases
+        self.release_label = release_label
+        """Raw release -> label value: the agent's ``ReleaseLabels.label``, the fold of every family."""
         self.window_s = window_s
         self.cache_s = cache_s
         self._cached: tuple[float, _Snapshot] = (0.0, _Snapshot())
@@ -52,12 +51,6 @@ class ReviewMetricsCollector(Collector):
         """Recompute on the next scrape (after a review was stored)."""
         self._cached = (0.0, _Snapshot())
 
-    def release_label(self):
-        """The newest ``top_releases`` releases keep their name; older ones fold into ``other``."""
-        newest = sorted(self.store.releases(), key=lambda r: r.first_seen, reverse=True)
-        kept = {r.release for r in newest[: self.top_releases]}
-        return lambda release: release if release in kept or not newest else OTHER
-
     def snapshot(self) -> _Snapshot:
         with self._lock:
             at, snap = self._cached
@@ -66,7 +59,7 @@ class ReviewMetricsCollector(Collector):
             since = time.time() - self.window_s
             reviewed = self.store.reviewed(since=since)
             snap = _Snapshot(
-                rates=judged_rates(reviewed, self.release_label()),
+                rates=judged_rates(reviewed, self.release_label),
                 agreement=agreement_by_label(self.store.all_reviews([item.id for item, _ in reviewed])),
                 progress=self.store.reviewer_progress(),
             )

@@ -58,14 +58,14 @@ def _outcome(measure: str, record: dict[str, Any], labels: dict[str, Any]) -> bo
 
 
 def judged_rates(reviewed: Iterable[tuple[Any, Any]],
-                 release_label: Callable[[str], str] = lambda r: r) -> list[JudgedRate]:
+                 release_label: Callable[[str | None], str] = lambda r: r or "unknown") -> list[JudgedRate]:
     """From ``(ReviewItem, Review)`` pairs (``Store.reviewed()``: one, the first, per item)."""
     sums: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0, 0])
     for item, review in reviewed:
         record = item.record
         if item.pair_trace_id:
             continue
-        release = release_label(record.get("release") or "unknown")
+        release = release_label(record.get("release"))
         variant = record.get("variant") or "production"
         for measure in MEASURES:
             outcome = _outcome(measure, record, review.labels)

@@ -46,7 +46,7 @@ class UnsupportedRate:
 
 
 def unsupported_rates(reviewed: Iterable[tuple], scores: dict[str, dict], sums: dict[tuple[str, str], ScoredSums],
-                      scorer: str, release_label: Callable[[str], str] = lambda r: r) -> list[UnsupportedRate]:
+                      scorer: str, release_label: Callable[[str | None], str] = lambda r: r or "unknown") -> list[UnsupportedRate]:
     """From ``(ReviewItem, Review)`` pairs, their scores (trace -> scorer -> Score) and the scored
     sample's sums per (release, variant) as stored; releases folded by ``release_label``."""
     folded: dict[tuple[str, str], ScoredSums] = defaultdict(ScoredSums)
@@ -61,7 +61,7 @@ def unsupported_rates(reviewed: Iterable[tuple], scores: dict[str, dict], sums: 
         if label not in ("yes", "no") or score is None or score.score is None or score.label not in SCORED_VERDICTS:
             continue
         record = item.record
-        key = (release_label(record.get("release") or "unknown"), record.get("variant") or "production")
+        key = (release_label(record.get("release")), record.get("variant") or "production")
         labeled[key].append((float(label == "no"), 1.0 - score.score, item.weight, item.score_weight))
     out = []
     for key in sorted(set(folded) | set(labeled)):
@@ -76,7 +76,7 @@ def unsupported_rates(reviewed: Iterable[tuple], scores: dict[str, dict], sums: 
 class UnsupportedRateCollector(Collector):
     """Scrape-time gauges of ``unsupported_rates`` for each scorer, cached ``cache_s``."""
 
-    def __init__(self, store, scorers: Callable[[], list[str]], release_label: Callable[[], Callable[[str], str]],
+    def __init__(self, store, scorers: Callable[[], list[str]], release_label: Callable[[str | None], str],
                  window_s: float = 30 * 86400, cache_s: float = 10.0, clock=time.time):
         self.store = store
         self.scorers = scorers
@@ -98,7 +98,7 @@ class UnsupportedRateCollector(Collector):
                 return cached
             reviewed = self.store.reviewed(since=now - self.window_s)
             scores = self.store.scores_for_traces(item.trace_id for item, _ in reviewed)
-            label = self.release_label()
+            label = self.release_label
             rates = [r for scorer in self.scorers()
                      for r in unsupported_rates(reviewed, scores, self.store.score_sums(scorer), scorer, label)]
             self._cached = (now, rates)

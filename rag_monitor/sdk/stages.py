@@ -153,9 +153,13 @@ class GenerateStage(Stage):
         self._query_t0: float | None = None  # set by the query: time to first token counts from the query's start
         self._first_token_seen = False
 
-    def tokens(self, prompt: int | None = None, completion: int | None = None, cached_prompt: int | None = None) -> None:
+    def tokens(self, prompt: int | None = None, completion: int | None = None, cached_prompt: int | None = None,
+               cache_write_prompt: int | None = None) -> None:
         """Token counts of the call; ``cached_prompt`` is the part of ``prompt`` the provider read
-        from its prompt cache (priced at the cached rate where the price table has one)."""
+        from its prompt cache (priced at the cached rate where the price table has one),
+        ``cache_write_prompt`` the part it wrote to the cache (``cached_write`` rate). ``prompt``
+        counts every input token, cached or not: for Anthropic, ``input_tokens`` +
+        ``cache_read_input_tokens`` + ``cache_creation_input_tokens``; for OpenAI, ``prompt_tokens``."""
         try:
             attrs: dict[str, Any] = {}
             if prompt is not None:
@@ -164,6 +168,8 @@ class GenerateStage(Stage):
                 attrs[semconv.LLM_TOKEN_COUNT_COMPLETION] = attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = int(completion)
             if cached_prompt is not None:
                 attrs[semconv.LLM_TOKEN_COUNT_PROMPT_CACHE_READ] = attrs[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = int(cached_prompt)
+            if cache_write_prompt is not None:
+                attrs[semconv.LLM_TOKEN_COUNT_PROMPT_CACHE_WRITE] = attrs[semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = int(cache_write_prompt)
             if prompt is not None and completion is not None:
                 attrs[semconv.LLM_TOKEN_COUNT_TOTAL] = int(prompt) + int(completion)
             self._set(attrs)

@@ -52,7 +52,7 @@ def test_the_exported_rates_are_the_estimators_on_the_stored_samples(tmp_path):
             pass
         _review(store)
         registry = CollectorRegistry()
-        registry.register(UnsupportedRateCollector(store, lambda: ["lexical-v1"], lambda: (lambda r: r)))
+        registry.register(UnsupportedRateCollector(store, lambda: ["lexical-v1"], lambda r: r or "unknown"))
 
         def gauge(name: str, **labels) -> float | None:
             return registry.get_sample_value(name, {"release": "r1", "variant": "production", "scorer": "lexical-v1", **labels})

@@ -20,6 +20,10 @@ def _calls(record):
     return [(c.kind, c.model, c.input_tokens, c.output_tokens, c.cached_input_tokens) for c in record.model_calls]
 
 
+def _cache_writes(record):
+    return [c.cache_write_input_tokens for c in record.model_calls]
+
+
 def test_sdk_router_generator_and_embedding_calls():
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -33,7 +37,7 @@ def test_sdk_router_generator_and_embedding_calls():
                 route.set_attribute(sc.LLM_TOKEN_COUNT_PROMPT, 1000)
                 route.set_attribute(sc.LLM_TOKEN_COUNT_COMPLETION, 10)
             with q.generate(model="gpt-4o") as g:
-                g.tokens(prompt=1000, completion=200, cached_prompt=600)
+                g.tokens(prompt=1000, completion=200, cached_prompt=600, cache_write_prompt=300)
             q.answer("Settings > Billing.")
     finally:
         monitor.shutdown()
@@ -41,6 +45,7 @@ def test_sdk_router_generator_and_embedding_calls():
     assert sorted(_calls(record)) == sorted([
         ("embedding", "text-embedding-3-small", 7, 0, 0), ("llm", "gpt-4o-mini", 1000, 10, 0), ("llm", "gpt-4o", 1000, 200, 600),
     ])
+    assert sorted(_cache_writes(record)) == [0, 0, 300]
     # the summary existing readers use: the generator's model, the LLM calls' tokens
     assert (record.llm_model, record.llm_calls, record.prompt_tokens, record.completion_tokens) == ("gpt-4o", 2, 2000, 210)
     assert record.query_embedding == [0.1, 0.2]
@@ -82,9 +87,10 @@ def test_genai_embeddings_chat_and_cache_read_tokens():
             with tracer.start_as_current_span("chat claude") as s:
                 s.set_attributes({sc.GEN_AI_OPERATION_NAME: "chat", sc.GEN_AI_REQUEST_MODEL: "claude-3-5-haiku",
                                   sc.GEN_AI_USAGE_INPUT_TOKENS: 3000, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 50,
-                                  sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 2500})
+                                  sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 2500, sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 400})
         record = assemble(exporter.get_finished_spans())
     assert _calls(record) == [("embedding", "text-embedding-3-large", 12, 0, 0), ("llm", "claude-3-5-haiku", 3000, 50, 2500)]
+    assert _cache_writes(record) == [0, 400]  # GenAI's input_tokens include the cache reads and writes
 
 
 def test_a_tokenless_rerank_is_a_call_priced_per_call_or_free():

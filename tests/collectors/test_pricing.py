@@ -35,7 +35,8 @@ def test_glob_and_exact():
     assert prices.cost("m", 1_000_000, 0) == 2.0 and prices.cost("m2", 1_000_000, 0) == 9.0
 
 
-@pytest.mark.parametrize("bad", [{"models": {"x": {"output": 1}}}, {"models": {"x": {"input": -1}}}, {"models": ["x"]}])
+@pytest.mark.parametrize("bad", [{"models": {"x": {"output": 1}}}, {"models": {"x": {"input": -1}}}, {"models": ["x"]},
+                                 {"models": {"x": {"input": 1, "cached_write": -1}}}, {"models": {"x": {"input": 1, "cached_write": "dear"}}}])
 def test_bad_tables_raise(bad):
     with pytest.raises(ValueError, match="x|models"):
         PriceTable.from_mapping(bad)
@@ -62,3 +63,12 @@ def test_each_call_at_its_own_models_price_with_the_shipped_table():
     assert prices.call_cost(embedding) == pytest.approx(0.001)  # the embedding rows are live
     cached = ModelCall("llm", "gpt-4o", 1000, 200, cached_input_tokens=800)
     assert prices.call_cost(cached) == pytest.approx((200 * 2.5 + 800 * 1.25 + 200 * 10) / 1e6)
+    # Anthropic bills cache writes above input (cached_write) and reads far below (cached_input);
+    # both are parts of the prompt tokens. OpenAI rows have no cached_write: writes cost input.
+    both = ModelCall("llm", "claude-sonnet-4-20250514", 10_000, 100, cached_input_tokens=6_000, cache_write_input_tokens=3_000)
+    assert prices.call_cost(both) == pytest.approx((1_000 * 3.0 + 6_000 * 0.30 + 3_000 * 3.75 + 100 * 15.0) / 1e6)
+    written = ModelCall("llm", "gpt-4o", 1000, 200, cache_write_input_tokens=800)
+    assert prices.call_cost(written) == pytest.approx((1000 * 2.5 + 200 * 10) / 1e6)
+    # More cached tokens than prompt tokens (a malformed span): never a negative uncached part.
+    over = ModelCall("llm", "claude-sonnet-4", 1000, 0, cached_input_tokens=800, cache_write_input_tokens=800)
+    assert prices.call_cost(over) == pytest.approx((800 * 0.30 + 200 * 3.75) / 1e6)
