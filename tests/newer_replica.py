@@ -6,6 +6,7 @@ this version does not know to every JSON object they store, at every depth (reco
 and drafts, claims, drift results). As a process (an agent replica, or any CLI command)::
 
     RAG_MONITOR_NEWER_DIR=/tmp/x python -m tests.newer_replica agent
+    RAG_MONITOR_NEWER_DIR=/tmp/x python -m tests.newer_replica review STORE_URL COUNT   # a reviewer on it
 
 The real previous version (``ac98599``, the last landed) cannot be the older replica: its record
 reader refuses unknown nested keys and the schema since then is not additive (0010), which is what
@@ -68,7 +69,7 @@ def write_migrations(directory: Path, *, additive: bool = True) -> Path:
     from rag_monitor.store.versions import MIGRATIONS_DIR, package_head
 
     target = directory / "migrations"
-    shutil.copytree(MIGRATIONS_DIR, target, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(MIGRATIONS_DIR, target, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
     # The same change either way: whether older code runs against it is what the revision declares.
     text = _REVISION.format(what="additive" if additive else "declared not additive", revision=FUTURE,
                             down=package_head(), additive=additive)
@@ -128,12 +129,32 @@ def install_newer_writers() -> None:
     _replace_everywhere(claims_json, newer_claims_json)
 
 
+def review(url: str, count: int) -> int:
+    """A reviewer on the newer version: claims and labels up to ``count`` items; prints how many."""
+    from rag_monitor.store import open_store
+
+    store = open_store(url, migrate=False)
+    done = 0
+    try:
+        while done < count and (item := store.claim("newer-reviewer", 600)) is not None:
+            record = item.query_record
+            store.submit_review(item.id, "newer-reviewer", {"faithful": "yes", "correct": "yes",
+                                                            "relevant_documents": [d.id for d in record.delivered]})
+            done += 1
+    finally:
+        store.close()
+    print(done)
+    return 0
+
+
 def main() -> int:
     migrations = write_migrations(Path(os.environ["RAG_MONITOR_NEWER_DIR"]))
     install_newer_writers()
     from rag_monitor.cli import main as cli
 
     with newer_schema(migrations):
+        if sys.argv[1:2] == ["review"]:  # python -m tests.newer_replica review URL COUNT
+            return review(sys.argv[2], int(sys.argv[3]))
         return cli(sys.argv[1:])
 
 
