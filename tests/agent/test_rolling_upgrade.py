@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 import rag_monitor
 from rag_monitor.store import open_store
+from rag_monitor.store.schema import recent_records
 from tests.newer_replica import FUTURE
 from tests.services import wait_until
 
@@ -60,6 +62,12 @@ def log_problems(path: str) -> list[str]:
     return problems
 
 
+def stored(engine: sa.Engine, trace_id: str) -> bool:
+    """The query's row is in the store (read without the record reader, whose errors must surface)."""
+    with engine.connect() as conn:
+        return conn.execute(sa.select(recent_records.c.trace_id).where(recent_records.c.trace_id == trace_id)).first() is not None
+
+
 def newer_cli(newer_dir: Path, *args: str) -> str:
     done = subprocess.run([sys.executable, "-m", "tests.newer_replica", *args], cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, RAG_MONITOR_NEWER_DIR=str(newer_dir)), timeout=120)
@@ -85,6 +93,7 @@ def test_an_older_and_a_newer_replica_run_side_by_side(start_agent_process, post
     replicas = {"older": older, "newer": newer}
     assert "only by additive revisions" in Path(older.log.name).read_text()
     store = open_store(url, migrate=False)  # the test reads as the older version does
+    rows = sa.create_engine(url)
     assert store.schema_state().current == (FUTURE,)
 
     monitors = [rag_monitor.init(service_name="svc", endpoint=r.otlp_url, release="r1") for r in (older, newer)]
@@ -97,7 +106,8 @@ def test_an_older_and_a_newer_replica_run_side_by_side(start_agent_process, post
             assert monitors[side].force_flush(30)
             if i >= 4:  # feedback on a query the other replica assembled (and stored: waited for)
                 origin, trace = sent[i - 4]
-                wait_until(lambda t=trace: store.get_recent(t) is not None, timeout=20, what="the query stored")
+                wait_until(lambda t=trace: stored(rows, t), timeout=20, what="the query stored")
+                assert store.get_recent(trace).query  # and this version reads it, whichever replica wrote it
                 kind = ("thumbs_down", "regenerate", "copy")[i % 3]
                 monitors[1 - origin].feedback(trace, kind, reason="wrong" if kind == "thumbs_down" else None)
                 assert monitors[1 - origin].force_flush(30)
@@ -110,6 +120,7 @@ def test_an_older_and_a_newer_replica_run_side_by_side(start_agent_process, post
             i += 1
             time.sleep(0.1)
     finally:
+        rows.dispose()
         for monitor in monitors:
             monitor.shutdown()
 
@@ -137,9 +148,9 @@ def test_an_older_and_a_newer_replica_run_side_by_side(start_agent_process, post
     assert cli(["export", "golden", "--store-url", url, "--out", str(older_rows)]) == 0
     capsys.readouterr()
     newer_cli(newer_dir, "export", "golden", "--store-url", url, "--out", str(tmp_path / "newer.jsonl"))
-    rows = {v: [json.loads(line) for line in (tmp_path / f"{v}.jsonl").read_text().splitlines()] for v in ("older", "newer")}
-    assert len(rows["older"]) == len(rows["newer"]) == reviewed_by_older + reviewed_by_newer
-    reviewers = {r["reviewer"] for row in rows["older"] for r in row["reviews"]}
+    exported = {v: [json.loads(line) for line in (tmp_path / f"{v}.jsonl").read_text().splitlines()] for v in ("older", "newer")}
+    assert len(exported["older"]) == len(exported["newer"]) == reviewed_by_older + reviewed_by_newer
+    reviewers = {r["reviewer"] for row in exported["older"] for r in row["reviews"]}
     assert len(reviewers) == 2  # pseudonyms of the older and the newer reviewer
     store.close()
 
