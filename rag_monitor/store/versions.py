@@ -149,8 +149,8 @@ class SchemaVersions:
         from alembic.migration import MigrationContext
 
         current = tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
-        readable = None
-        if len(current) == 1 and sa.inspect(conn).has_table(schema_compat.name):
+        readable = None  # only a newer store's matters
+        if len(current) == 1 and not _known(current[0]) and sa.inspect(conn).has_table(schema_compat.name):
             readable = conn.execute(sa.select(schema_compat.c.readable_from)
                                     .where(schema_compat.c.revision == current[0])).scalar_one_or_none()
         return SchemaState(self._db.display_url, current, package_head(), readable)

@@ -154,6 +154,9 @@ def test_an_older_and_a_newer_replica_run_side_by_side(start_agent_process, post
     assert len(reviewers) == 2  # pseudonyms of the older and the newer reviewer
     store.close()
 
+    with capsys.disabled():
+        print(f"\nrollout {ROLLOUT_S:.0f} s: {len(sent)} queries, feedback {feedback_to}, {scored:.0f} scored, "
+              f"reviews older {reviewed_by_older} newer {reviewed_by_newer}")
     for name, replica in replicas.items():
         assert replica.proc.poll() is None, f"the {name} replica exited"
         assert {c: replica.metric_sum(c) for c in ERROR_COUNTERS} == dict.fromkeys(ERROR_COUNTERS, 0.0), name
