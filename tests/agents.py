@@ -86,7 +86,9 @@ def running_agent(start_agent) -> RunningAgent:
 class AgentProcess:
     """``rag-monitor agent`` in a process of its own (as replicas run), configured by environment."""
 
-    def __init__(self, data_dir, ready_timeout_s: float = 60.0, **settings):
+    def __init__(self, data_dir, ready_timeout_s: float = 60.0, module: str = "rag_monitor.cli",
+                 env: dict[str, str] | None = None, **settings):
+        """``module``: what runs ``agent`` (``tests.newer_replica``: a version ahead); ``env``: more variables."""
         import os
         import subprocess
         import sys
@@ -96,9 +98,11 @@ class AgentProcess:
         self.http_url = f"http://127.0.0.1:{self.http_port}"
         env = dict(os.environ, RAG_MONITOR_DATA_DIR=str(data_dir), RAG_MONITOR_OTLP_PORT=str(self.otlp_port),
                    RAG_MONITOR_HTTP_PORT=str(self.http_port), RAG_MONITOR_HHEM_MODEL_PATH="", RAG_MONITOR_OFFLINE_SCORER="lexical",
-                   **{f"RAG_MONITOR_{k.upper()}": str(v) for k, v in settings.items()})
+                   **{f"RAG_MONITOR_{k.upper()}": str(v) for k, v in settings.items()}, **(env or {}))
         self.log = open(f"{data_dir}.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rag_monitor.cli", "agent"], env=env,
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where ``-m tests.…`` imports from
+        self.proc = subprocess.Popen([sys.executable, "-m", module, "agent"], env=env,
+                                     cwd=root if module.startswith("tests.") else None,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         from tests.services import wait_until
 

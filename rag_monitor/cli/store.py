@@ -18,6 +18,9 @@ def store_command(args: argparse.Namespace) -> int:
     try:
         if args.store_command == "migrate":
             before = store.schema_state()
+            if before.readable:  # newer only by additive revisions: nothing this version can (or must) do
+                print(before.message())
+                return 0
             head = store.migrate()
             was = ", ".join(before.current) or "no schema"
             print(f"store {store.url}: at schema revision {head}" + ("" if before.at_head else f" (was {was})"))
@@ -29,7 +32,7 @@ def store_command(args: argparse.Namespace) -> int:
             state = store.schema_state()
             print(f"store {store.url}: at schema revision {state.head}, this rag-monitor's: up to date"
                   if state.at_head else state.message())
-            return 0 if state.at_head else 1
+            return 0 if state.usable else 1
     finally:
         store.close()
     return 0

@@ -129,6 +129,11 @@ class SessionQuery(NamedTuple):
     """The query's metric labels (release, variant, intent): a regeneration counts under them."""
 
 
+SESSION_LABELS = 3
+"""How many of a stored session query's labels this version reads: a newer version appends its
+own after them (and reads these), so a replica behind still counts under the ones it knows."""
+
+
 class SessionWindows:
     """The last query (start time, words, trace id, labels) of each session, so a re-ask routed to
     another replica is still seen as a regeneration."""
@@ -162,7 +167,8 @@ class SessionWindows:
         rows = [{"session_id": sid, "start_ns": q.start_ns, "words": json.dumps(list(q.words)), "seen_at": now,
                  "trace_id": q.trace_id, "labels": json.dumps(list(q.labels))} for sid, q in latest.items()]
         with self._db.write() as conn:
-            previous = {r.session_id: SessionQuery(r.start_ns, json.loads(r.words), r.trace_id, tuple(json.loads(r.labels)))
+            previous = {r.session_id: SessionQuery(r.start_ns, json.loads(r.words), r.trace_id,
+                                                   tuple(json.loads(r.labels)[:SESSION_LABELS]))
                         for r in conn.execute(self._select, {"ids": list(latest)})}
             conn.execute(self._upsert, rows)  # executemany of one cached statement
             claimed = self._claims.claim_in(conn, regenerated(previous), now) if regenerated is not None else set()

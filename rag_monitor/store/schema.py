@@ -329,3 +329,13 @@ score_sums = sa.Table(
 """The scored sample's running sums per scorer, release and variant (``estimators.ScoredSums``):
 weights and the scorer's probability of an unsupported answer, added in the fenced score write,
 so the prediction-powered rate reads five numbers instead of the sample."""
+
+schema_compat = sa.Table(
+    "schema_compat",
+    metadata,
+    sa.Column("revision", sa.String(32), primary_key=True),
+    sa.Column("readable_from", sa.String(32), nullable=False),
+)
+"""Per schema revision a rag-monitor migrated the store to, the oldest revision whose code runs
+against it (every revision after that one is additive): what a replica one version behind checks
+during a rolling upgrade (``store/versions.py``)."""

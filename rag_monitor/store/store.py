@@ -99,9 +99,10 @@ class Store(CoordinationMethods, SessionMethods):
     # --- lifecycle ------------------------------------------------------------------------
 
     def migrate(self) -> str:
-        """Upgrade the schema to the packaged head revision; returns that revision.
+        """Upgrade the schema to the packaged head revision; returns the store's revision afterwards.
 
-        Raises ``SchemaMismatch`` (one line: what to run) when a newer rag-monitor migrated the store.
+        A store newer than this package only by additive revisions is left as it is (a replica behind
+        during a rolling upgrade); any other newer store raises ``SchemaMismatch`` (one line: what to run).
         """
         return self._versions.upgrade()
 
@@ -110,7 +111,8 @@ class Store(CoordinationMethods, SessionMethods):
         return self._versions.state()
 
     def require_schema(self) -> None:
-        """Raise ``SchemaMismatch`` unless the schema is at this package's head; never migrates."""
+        """Raise ``SchemaMismatch`` unless this package runs against the schema (its head, or newer only by
+        additive revisions); never migrates."""
         self._versions.require_head()
 
     def downgrade(self, to: str | None = None) -> tuple[str, ...]:

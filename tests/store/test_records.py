@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-import dataclasses
 import json
 
 from rag_monitor.record import Document, Feedback, FilterApplied, StageTiming
@@ -117,36 +116,3 @@ def test_checkpoint_copies_the_log_off_the_request_path(store, tmp_path):
     db_file = store.url.split("///", 1)[1]
     assert os.path.getsize(db_file) > 200 * 100  # the records are in the database file itself now
     assert store.get_recent(make_record(7).trace_id) == make_record(7)
-
-
-def _newer_writers_dict(value, free_form=False):
-    """``value`` as a newer replica might write it: an unknown key in every object, at every depth."""
-    if isinstance(value, dict):
-        out = {k: _newer_writers_dict(v, free_form or k in ("metadata", "cache")) for k, v in value.items()}
-        if not free_form:  # free-form maps (metadata, cache) keep every key anyway
-            out["added_in_a_later_version"] = {"nested": [1, {"deeper": True}]}
-        return out
-    if isinstance(value, list):
-        return [_newer_writers_dict(v, free_form) for v in value]
-    return value
-
-
-def test_records_written_by_a_newer_version_read_with_unknown_keys_ignored_at_every_depth(store):
-    from rag_monitor.faithfulness.claims import Claim, claims_from_json
-    from rag_monitor.record import ModelCall, QueryRecord
-
-    doc = Document("d1", "text", 0.5, {"source": "kb", "nested": {"k": 1}})
-    record = make_record(
-        9, stages=[StageTiming("retrieve", "1" * 16, 1, 2)], retrieved=[doc], delivered=[doc],
-        filters=[FilterApplied("relevance", "score > 0.3", 3, 2, ["d2"], [Document("d2", "dropped")])],
-        feedback=[Feedback("thumbs_down", 5, "wrong", -1.0, "2" * 16)], model_calls=[ModelCall("llm", "m", 10, 5, 2)],
-        cache={"embedding": {"hit": 1}},
-    )
-    newer = _newer_writers_dict(record.to_dict())
-    assert newer["feedback"][0]["added_in_a_later_version"] and newer["filters"][0]["excluded_documents"][0]["added_in_a_later_version"]
-    assert QueryRecord.from_dict(newer) == record
-    store.put_recent([newer], now=1.0)  # what the newer replica wrote, read by this one
-    assert store.get_recent(record.trace_id) == record
-    claims = [Claim("a claim", "supported", 0.9, "evidence")]
-    stored = json.dumps([{**dataclasses.asdict(c), "confidence_interval": [0.8, 1.0]} for c in claims])
-    assert claims_from_json(stored) == tuple(claims)

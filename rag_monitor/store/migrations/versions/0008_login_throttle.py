@@ -18,6 +18,7 @@ revision = "0008_login_throttle"
 down_revision = "0007_signals"
 branch_labels = None
 depends_on = None
+additive = True  # a new table; the login_failures log an older replica writes stays
 
 
 def upgrade() -> None:

@@ -15,6 +15,7 @@ revision = "0009_score_sample"
 down_revision = "0008_login_throttle"
 branch_labels = None
 depends_on = None
+additive = True  # a nullable column and a new table
 
 
 def upgrade() -> None:

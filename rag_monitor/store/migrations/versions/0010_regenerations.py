@@ -14,6 +14,9 @@ revision = "0010_regenerations"
 down_revision = "0009_score_sample"
 branch_labels = None
 depends_on = None
+# Not additive: session_windows.trace_id is NOT NULL with no default, so an older replica's
+# session-window insert fails against this schema.
+additive = False
 
 
 def upgrade() -> None:
