@@ -140,6 +140,8 @@ class IngestPipeline:
             written = self.writer.write(output, request_spans, expiring=expiring, now=self.clock())
         for item in written.outcome.queued:
             self.metrics.sampled.labels(item.stratum).inc()
+        if written.outcome.duplicates:
+            self.metrics.traces_duplicate.inc(len(written.outcome.duplicates))
         if written.pull_expired:
             self.metrics.review_pull_expired.inc(written.pull_expired)
         self._count_assembly(output)

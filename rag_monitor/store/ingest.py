@@ -67,6 +67,9 @@ class IngestOutcome:
     first_seen: dict[tuple[str, str], float] = field(default_factory=dict)
     feedback_added: list[FeedbackEvent] = field(default_factory=list)
     """The feedback events that were new (a resent one is stored, and counted, once)."""
+    duplicates: set[str] = field(default_factory=set)
+    """Records whose trace was stored already (by any replica, within the recent-records ttl):
+    counted there, not again."""
 
 
 class PendingSpans:

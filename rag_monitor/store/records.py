@@ -17,10 +17,15 @@ from .schema import feedback, recent_records, review_items, scores
 
 
 class RecentRecords:
-    """The short-lived cache of every query's redacted record, keyed by trace id.
+    """The short-lived cache of every query's redacted record, keyed by trace id; and the
+    insert-once key that decides which replica counts a query.
 
     Thumbs-down often arrives after the query was assembled and not sampled; the cache lets
-    the agent still pull it into review. Rows older than ``ttl_s`` are pruned.
+    the agent still pull it into review. Rows live in time slots of ``slot_s`` seconds, taken
+    from the trace's own start time (clamped to ``[now - ttl/2, now + slot_s]``), so every
+    replica that assembles a trace writes the same ``(trace_id, slot)`` key: the first insert
+    wins, a retried export landing on another replica finds the key taken and is not counted
+    again. A slot is dropped whole once it ends ``ttl_s`` before now.
     """
 
     def __init__(self, db: Database, ttl_s: float):
@@ -28,34 +33,43 @@ class RecentRecords:
             raise ValueError(f"recent-records ttl must be positive, got {ttl_s!r}")
         self._db = db
         self.ttl_s = ttl_s
-        stmt = db.insert(recent_records)
-        # A trace re-assembled from a late span batch replaces its earlier record.
-        self._upsert = stmt.on_conflict_do_update(
-            index_elements=["trace_id"], set_={"record": stmt.excluded.record, "added_at": stmt.excluded.added_at}
+        self.slot_s = slot_seconds(ttl_s)
+        self._insert = (
+            db.insert(recent_records).on_conflict_do_nothing(index_elements=["trace_id", "slot"])
+            .returning(recent_records.c.trace_id)
         )
 
-    def put(self, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> int:
-        """Write a batch in one transaction (one executemany); returns the batch size."""
-        with self._db.write() as conn:
-            return self.put_in(conn, records, now)
+    def slot_of(self, start_ns: int, now: float) -> int:
+        """The slot of a trace that started at ``start_ns`` (epoch ns), seen at ``now``."""
+        start = min(max(start_ns / 1e9, now - self.ttl_s / 2), now + self.slot_s)
+        return int(start // self.slot_s) * self.slot_s
 
-    def put_in(self, conn: Connection, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> int:
-        """``put`` inside the caller's transaction."""
+    def put(self, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> int:
+        """Write a batch in one transaction; returns how many were new."""
+        with self._db.write() as conn:
+            return len(self.put_in(conn, records, now))
+
+    def put_in(self, conn: Connection, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> set[str]:
+        """``put`` inside the caller's transaction; returns the trace ids this call stored first
+        (the others were stored already, by this replica or another: not to be counted again)."""
         added_at = now_s() if now is None else now
         rows = []
         for record in records:
             trace_id, text = record_json(record)
-            rows.append({"trace_id": trace_id, "record": text, "added_at": added_at})
-        if rows:
-            conn.execute(self._upsert, rows)
-        return len(rows)
+            start_ns = record.start_ns if isinstance(record, QueryRecord) else int(record.get("start_ns") or 0)
+            rows.append({"trace_id": trace_id, "slot": self.slot_of(start_ns, added_at), "record": text,
+                         "added_at": added_at})
+        if not rows:
+            return set()
+        return {row[0] for row in conn.execute(self._insert, rows)}
 
     def get(self, trace_id: str, *, live: bool = False, now: float | None = None) -> QueryRecord | None:
         """The cached record; with ``live``, None for one older than the ttl even if not pruned yet
         (pruning is a periodic job: the ttl, not its schedule, decides what a late complaint can do)."""
-        query = sa.select(recent_records.c.record).where(recent_records.c.trace_id == trace_id)
+        r = recent_records
+        query = sa.select(r.c.record).where(r.c.trace_id == trace_id).order_by(r.c.slot).limit(1)
         if live:
-            query = query.where(recent_records.c.added_at >= (now_s() if now is None else now) - self.ttl_s)
+            query = query.where(r.c.added_at >= (now_s() if now is None else now) - self.ttl_s)
         with self._db.read() as conn:
             text = conn.execute(query).scalar_one_or_none()
         return QueryRecord.from_dict(json.loads(text)) if text is not None else None
@@ -65,10 +79,15 @@ class RecentRecords:
             return conn.execute(sa.select(sa.func.count()).select_from(recent_records)).scalar_one()
 
     def prune(self, now: float | None = None) -> int:
-        """Delete records older than the ttl; returns how many."""
-        cutoff = (now_s() if now is None else now) - self.ttl_s
+        """Drop the slots that ended ``ttl_s`` ago; returns how many records went."""
+        cutoff = (now_s() if now is None else now) - self.ttl_s - self.slot_s
         with self._db.write() as conn:
-            return conn.execute(sa.delete(recent_records).where(recent_records.c.added_at < cutoff)).rowcount
+            return conn.execute(sa.delete(recent_records).where(recent_records.c.slot <= cutoff)).rowcount
+
+
+def slot_seconds(ttl_s: float) -> int:
+    """Six slots per ttl (at least a minute each): a dropped slot is a sixth of the cache."""
+    return max(60, int(ttl_s // 6))
 
 
 class FeedbackLog:

@@ -29,9 +29,14 @@ WINDOWS = ("reference", "current")
 recent_records = sa.Table(
     "recent_records",
     metadata,
+    # Insert-once on (trace_id, slot): the row's first writer counts the query (``store/records.py``).
+    # ``slot`` is the start of the time slot the trace's own start time falls in, so every replica
+    # that assembles the trace picks the same slot; slots are dropped whole by the pruning job.
     sa.Column("trace_id", TRACE_ID, primary_key=True),
+    sa.Column("slot", sa.BigInteger, primary_key=True),
     sa.Column("record", sa.Text, nullable=False),
-    sa.Column("added_at", sa.Double, nullable=False, index=True),
+    sa.Column("added_at", sa.Double, nullable=False),
+    sa.Index(None, "slot"),
 )
 
 review_items = sa.Table(

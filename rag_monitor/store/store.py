@@ -131,7 +131,7 @@ class Store(CoordinationMethods, SessionMethods):
     # --- recent records ----------------------------------------------------------------------
 
     def put_recent(self, records: Iterable[QueryRecord | dict[str, Any]], *, now: float | None = None) -> int:
-        """Cache a batch of redacted records in one transaction; returns the batch size."""
+        """Cache a batch of redacted records in one transaction; returns how many were new."""
         return self._recent.put(records, now)
 
     def get_recent(self, trace_id: str, *, live: bool = False, now: float | None = None) -> QueryRecord | None:
@@ -156,7 +156,8 @@ class Store(CoordinationMethods, SessionMethods):
             out.skipped = batch.claim_required - claimed
             kept = [r for r in batch.records if r.trace_id not in out.skipped]
             self._pending.add_in(conn, batch.pending, now)
-            self._recent.put_in(conn, kept, now)
+            stored = self._recent.put_in(conn, kept, now)
+            out.duplicates = {r.trace_id for r in kept} - stored
             out.feedback_added = self._feedback.add_in(conn, [f for f in batch.feedback if f.trace_id not in out.skipped])
             for service, release in sorted(set(batch.releases)):
                 out.first_seen[(service, release)] = self._releases.note_in(conn, service, release, now)
