@@ -22,6 +22,7 @@ from .models import (
 from .probes import ProbeStates
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
+from .retention import DAY_S, Retention
 from .sessions import SessionMethods, Sessions
 from .workflow import ReviewWorkflow
 
@@ -58,8 +59,13 @@ class Store(CoordinationMethods, SessionMethods):
         current_capacity: int = 2000,
         current_max_age_s: float | None = None,
         seed: int | None = None,
+        history_retention_s: float | None = 90 * DAY_S,
+        review_retention_s: float | None = None,
+        prune_batch_rows: int = 5000,
     ):
         self._db = Database(url, busy_timeout_s=busy_timeout_s, connect_timeout_s=connect_timeout_s)
+        self._retention = Retention(self._db, history_s=history_retention_s, reviews_s=review_retention_s,
+                                    batch_rows=prune_batch_rows)
         self._recent = RecentRecords(self._db, recent_ttl_s)
         self._feedback = FeedbackLog(self._db)
         self._scores = Scores(self._db)
@@ -144,6 +150,10 @@ class Store(CoordinationMethods, SessionMethods):
     def prune_recent(self, *, now: float | None = None) -> int:
         """Drop cached records older than ``recent_ttl_s``; returns how many."""
         return self._recent.prune(now)
+
+    def prune_history(self, *, now: float | None = None) -> dict[str, int]:
+        """Delete history past its retention in bounded batches; rows deleted per table."""
+        return self._retention.prune(now_s() if now is None else now)
 
     # --- one OTLP request, one transaction ---------------------------------------------------
 

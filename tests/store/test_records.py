@@ -132,3 +132,21 @@ def test_checkpoint_copies_the_log_off_the_request_path(store, tmp_path):
     db_file = store.url.split("///", 1)[1]
     assert os.path.getsize(db_file) > 200 * 100  # the records are in the database file itself now
     assert store.get_recent(make_record(7).trace_id) == make_record(7)
+
+
+def test_recent_records_keep_each_document_once_per_slot(store):
+    import sqlalchemy as sa
+
+    from rag_monitor.record import Document as Doc
+    from rag_monitor.store.schema import recent_documents
+
+    text = "To cancel, open Settings, then Billing, then Cancel plan. " * 4
+    records = [make_record(i, retrieved=[Doc("doc-1", text, 0.5), Doc("doc-2", "short", 0.1)],
+                           delivered=[Doc("doc-1", text, 0.5)]) for i in range(1, 4)]
+    assert store.put_recent(records, now=2.0) == 3
+    assert [store.get_recent(r.trace_id) for r in records] == records  # whole again, contents included
+    with store._db.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(recent_documents)).scalar_one() == 1
+    assert store.prune_recent(now=10_000.0) == 3
+    with store._db.read() as conn:  # the slot's documents go with its records
+        assert conn.execute(sa.select(sa.func.count()).select_from(recent_documents)).scalar_one() == 0
