@@ -99,7 +99,8 @@ class ReviewWorkflow:
         """Queued items assigned to nobody and reviewed by nobody yet, oldest first."""
         t = review_items
         reviewed = sa.select(reviews.c.id).where(reviews.c.item_id == t.c.id)
-        stmt = (sa.select(t).where(t.c.state == "queued", t.c.assigned_to.is_(None), ~sa.exists(reviewed))
+        stmt = (sa.select(t).where(t.c.state == "queued", t.c.queue != SCORE_QUEUE, t.c.assigned_to.is_(None),
+                                   ~sa.exists(reviewed))
                 .order_by(t.c.id).limit(limit))
         with self._db.read() as conn:
             return [ReviewItem.from_row(row) for row in conn.execute(stmt)]
