@@ -48,8 +48,10 @@ class ReviewWorkflow:
         """Items waiting that ``reviewer`` could claim now."""
         now = now_s() if now is None else now
         t = review_items
-        stmt = sa.select(sa.func.count()).select_from(t).where(t.c.queue != SCORE_QUEUE, claimable(now),
-                                                               *offered_to(reviewer, groups))
+        # ``state <> 'reviewed'`` and the queue test spelled out: the open-work partial index's
+        # predicate, so the count reads the waiting work, not the scored-only history.
+        stmt = sa.select(sa.func.count()).select_from(t).where(t.c.state != "reviewed", t.c.queue != SCORE_QUEUE,
+                                                               claimable(now), *offered_to(reviewer, groups))
         if tenants is not None:
             stmt = stmt.where(t.c.tenant.in_(sorted(set(tenants))))
         with self._db.read() as conn:

@@ -18,8 +18,9 @@ from rag_monitor.store import open_store
 pytestmark = pytest.mark.integration
 
 ROWS = 1_000_000
-OPEN = 2_000  # items still waiting for review: the work, against a million of history
+OPEN = 1_500  # items still waiting for review: the work, against a million of history
 SCORE_OPEN = 500  # scored-only items (nested score sample) still to score, after a million scored
+WORK = OPEN + SCORE_OPEN  # the scorer's backlog: 2,000 items
 HISTORY = ("review_items", "reviews", "scores", "feedback", "drift_runs")
 SCORER = "lexical-v1"
 
@@ -83,7 +84,7 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
         try:
             # The scoring job, the scrape collectors, the store_pruning and expiry jobs.
             store.unscored_items(SCORER, limit=100)
-            assert store.scorer_backlog(SCORER) == OPEN + SCORE_OPEN
+            assert store.scorer_backlog(SCORER) == WORK
             depth = store.queue_depth()
             assert depth == {"queued": OPEN, "claimed": 0, "reviewed": ROWS - OPEN}
             store.release_expired_claims()
@@ -116,8 +117,12 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
                 for line in plan:
                     if any(re.search(rf" on {t}\b", line) for t in HISTORY):
                         rows = int(re.search(r"rows=(\d+)", line).group(1))
-                        assert rows <= 5 * OPEN, f"{statement}\n{text}"
-                assert _top_cost(plan) < min(full_scan.values()), f"{statement}\n{text}"
+                        assert rows <= 5 * WORK, f"{statement}\n{text}"
+                # And cheaper than a full scan of any history table it reads (the scorer's anti-join
+                # probes 2,000 items against two million scores: dearer than a scan of the
+                # narrow reviews table it never reads, far below a scan of its own tables).
+                read = [t for t in HISTORY if re.search(rf" on {t}\b", text)] or list(HISTORY)
+                assert _top_cost(plan) < min(full_scan[t] for t in read), f"{statement}\n{text}"
                 checked += 1
         assert checked >= 10, statements
     finally:
