@@ -64,7 +64,10 @@ class AgentSettings:
     store_timeout_s: float = _setting(5.0, "How long a store operation waits for a lock or a connection before the receiver answers 503.")
     recent_ttl_s: float = _setting(3600.0, "How long every query's redacted record stays in the recent-records cache (for late thumbs-down).")
     checkpoint_interval_s: float = _setting(1.0, "How often the SQLite store's write-ahead log is copied into the database, off the request path (SQLite only; PostgreSQL checkpoints itself).")
-    prune_interval_s: float = _setting(30.0, "How often one replica deletes expired recent records and idle session windows from the store.")
+    prune_interval_s: float = _setting(30.0, "How often one replica deletes expired recent records, idle session windows and history past retention from the store.")
+    history_retention_days: float = _setting(90.0, "Days kept of scores, feedback, drift runs and review items nobody reviewed; 0: forever. Deleted by the pruning job in bounded batches.")
+    review_retention_days: float = _setting(0.0, "Days kept of reviewed items and their reviews (the golden set); 0: forever.")
+    prune_batch_rows: int = _setting(5000, "Most rows one pruning transaction deletes; a run deletes up to 20 batches per table and the next run carries on.")
 
     # --- ingest ---
     # Config files: `default` is the copy shipped in the package (`collectors/*.yaml`, `detectors/*.yaml`);

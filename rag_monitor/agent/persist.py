@@ -129,7 +129,10 @@ class IngestWriter:
             self.releases.noted(written.outcome.first_seen)
             self.releases.refresh(self.store)
         skipped = written.outcome.skipped
-        written.records = [r for r in records if r.trace_id not in skipped] if skipped else list(records)
+        # Counted once: a trace whose record was stored already (an exporter's retry, on this
+        # replica or another) is not counted, scored for drift or checked for re-asks again.
+        not_new = skipped | written.outcome.duplicates
+        written.records = [r for r in records if r.trace_id not in not_new] if not_new else list(records)
         # A rootless trace another replica completed is not a partial trace either.
         output.partial_traces -= sum(1 for t in skipped if lost_root(output.spans_by_trace[t]))
         return written

@@ -142,6 +142,8 @@ class IngestPipeline:
         for item in written.outcome.queued:
             if item.queue == DEFAULT_QUEUE:  # the review sample; the scored-only rest is the scorer's
                 self.metrics.sampled.labels(item.stratum).inc()
+        if written.outcome.duplicates:
+            self.metrics.traces_duplicate.inc(len(written.outcome.duplicates))
         if written.pull_expired:
             self.metrics.review_pull_expired.inc(written.pull_expired)
         self._count_assembly(output)

@@ -66,6 +66,7 @@ from rag_monitor.review.sampler import Sampler, SamplingConfig
 from rag_monitor.review.web import ReviewApp
 from rag_monitor.settings import AgentSettings
 from rag_monitor.store import StoreUnavailable, open_store
+from rag_monitor.store.retention import days
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,8 @@ class Agent:
             Path(s.data_dir).mkdir(parents=True, exist_ok=True)
             self.store = open_store(
                 s.resolved_store_url(), recent_ttl_s=s.recent_ttl_s,
+                history_retention_s=days(s.history_retention_days), review_retention_s=days(s.review_retention_days),
+                prune_batch_rows=s.prune_batch_rows,
                 busy_timeout_s=s.store_timeout_s, connect_timeout_s=s.store_timeout_s,
             )
             self.jobs.try_lock = self.store.try_lock
@@ -294,6 +297,9 @@ class Agent:
         self.store.prune_recent()
         self.regeneration.prune()
         self.review_app.throttle.prune()
+        deleted = {table: n for table, n in self.store.prune_history().items() if n}
+        if deleted:
+            log.info("history past retention deleted: %s", deleted)
 
     # --- HTTP apps ------------------------------------------------------------------------
 

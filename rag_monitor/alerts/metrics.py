@@ -178,6 +178,7 @@ class AgentMetrics:
         self.spans_received = Counter("rag_agent_spans_received_total", "Spans accepted by the OTLP receiver.", registry=r)
         self.spans_dropped = Counter("rag_agent_spans_dropped_total", "Spans dropped, by reason.", ["reason"], registry=r)
         self.traces_dropped = Counter("rag_agent_traces_dropped_total", "Traces dropped before assembly finished, by reason.", ["reason"], registry=r)
+        self.traces_duplicate = Counter("rag_agent_traces_duplicate_total", "Assembled traces already stored (an exporter's retry, on this replica or another): counted once, where first stored.", registry=r)
         self.traces_partial = Counter("rag_agent_traces_partial_total", "Traces whose root span never arrived: stages without their query, not counted as queries.", registry=r)
         self.ingest_errors = Counter("rag_agent_ingest_errors_total", "Rejected OTLP requests, by reason.", ["reason"], registry=r)
         self.attributes_truncated = Counter("rag_agent_attributes_truncated_total", "Span attributes truncated to the size limit.", registry=r)

@@ -76,6 +76,9 @@ class IngestOutcome:
     """The feedback events that were new (a resent one is stored, and counted, once)."""
     regenerated: set[str] = field(default_factory=set)
     """Queries (trace ids) this batch's explicit ``regenerate`` claimed: not counted as regenerated before."""
+    duplicates: set[str] = field(default_factory=set)
+    """Records whose trace was stored already (by any replica, within the recent-records ttl):
+    counted there, not again."""
 
 
 class PendingSpans:

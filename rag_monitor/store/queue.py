@@ -20,7 +20,7 @@ from rag_monitor.record import QueryRecord
 from .engine import Database
 from .errors import ClaimError, NotFound
 from .models import Review, ReviewItem, dump_json, now_s, record_json
-from .schema import REVIEW_STATES, review_items, review_skips, reviews
+from .schema import REVIEW_STATES, review_counts, review_items, review_skips, reviews
 
 DEFAULT_QUEUE = "default"
 SCORE_QUEUE = "score"
@@ -218,10 +218,15 @@ class ReviewQueue:
                     claim_expires_at=sa.case((complete, t.c.claim_expires_at), else_=None),
                     draft=None,
                 )
-            )
-            if done.rowcount != 1:
+                .returning(t.c.state, t.c.queue)
+            ).first()
+            if done is None:
                 row = conn.execute(sa.select(t).where(t.c.id == item_id)).first()
                 raise _why_not_claimed(item_id, reviewer, row, now)
+            if done.state == "reviewed":  # the queue depth's count of reviewed items, kept in step
+                count = self._db.insert(review_counts).values(queue=done.queue, reviewed=1)
+                conn.execute(count.on_conflict_do_update(
+                    index_elements=["queue"], set_={"reviewed": review_counts.c.reviewed + 1}))
             review_id = conn.execute(
                 sa.insert(reviews)
                 .values(item_id=item_id, reviewer=reviewer, labels=labels_json, created_at=now)
@@ -254,19 +259,25 @@ class ReviewQueue:
         return ReviewItem.from_row(row) if row is not None else None
 
     def queue_depth(self, *, queue: str | None = None, now: float | None = None) -> dict[str, int]:
-        """Items per state; a lapsed claim counts as ``queued`` (it is claimable)."""
+        """Items per state; a lapsed claim counts as ``queued`` (it is claimable).
+
+        Open items are counted through the partial index of unreviewed items, reviewed ones read
+        from ``review_counts``: the cost follows the work waiting, not the history.
+        """
         now = now_s() if now is None else now
-        t = review_items
+        t, c = review_items, review_counts
         effective = sa.case(
             (sa.and_(t.c.state == "claimed", t.c.claim_expires_at <= now), "queued"), else_=t.c.state
-        ).label("state")
+        )
         # None: every review queue; the scored-only traces are no one's work.
-        inner = sa.select(effective).where(t.c.queue == queue if queue is not None else t.c.queue != SCORE_QUEUE)
-        sub = inner.subquery()
-        stmt = sa.select(sub.c.state, sa.func.count()).group_by(sub.c.state)
+        in_queue = t.c.queue == queue if queue is not None else t.c.queue != SCORE_QUEUE
+        open_items = sa.select(effective, sa.func.count()).where(t.c.state != "reviewed", in_queue).group_by(effective)
+        reviewed = sa.select(sa.func.coalesce(sa.func.sum(c.c.reviewed), 0)).where(
+            c.c.queue == queue if queue is not None else c.c.queue != SCORE_QUEUE)
         depth = dict.fromkeys(REVIEW_STATES, 0)
         with self._db.read() as conn:
-            depth.update({state: count for state, count in conn.execute(stmt)})
+            depth.update({state: count for state, count in conn.execute(open_items)})
+            depth["reviewed"] = int(conn.execute(reviewed).scalar_one())
         return depth
 
     def reviewed(

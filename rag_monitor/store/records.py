@@ -14,14 +14,20 @@ from rag_monitor.record import QueryRecord
 
 from .engine import Database
 from .models import FeedbackEvent, ReviewItem, Score, dump_json, now_s, record_json
-from .schema import feedback, recent_records, review_items, score_sums, scores
+from .hot import decode_record, encode_record, referenced
+from .schema import feedback, recent_documents, recent_records, review_items, score_sums, scorer_progress, scores
 
 
 class RecentRecords:
-    """The short-lived cache of every query's redacted record, keyed by trace id.
+    """The short-lived cache of every query's redacted record, keyed by trace id; and the
+    insert-once key that decides which replica counts a query.
 
     Thumbs-down often arrives after the query was assembled and not sampled; the cache lets
-    the agent still pull it into review. Rows older than ``ttl_s`` are pruned.
+    the agent still pull it into review. Rows live in time slots of ``slot_s`` seconds, taken
+    from the trace's own start time (clamped to ``[now - ttl/2, now + slot_s]``), so every
+    replica that assembles a trace writes the same ``(trace_id, slot)`` key: the first insert
+    wins, a retried export landing on another replica finds the key taken and is not counted
+    again. A slot is dropped whole once it ends ``ttl_s`` before now.
     """
 
     def __init__(self, db: Database, ttl_s: float):
@@ -29,47 +35,73 @@ class RecentRecords:
             raise ValueError(f"recent-records ttl must be positive, got {ttl_s!r}")
         self._db = db
         self.ttl_s = ttl_s
-        stmt = db.insert(recent_records)
-        # A trace re-assembled from a late span batch replaces its earlier record.
-        self._upsert = stmt.on_conflict_do_update(
-            index_elements=["trace_id"], set_={"record": stmt.excluded.record, "added_at": stmt.excluded.added_at}
+        self.slot_s = slot_seconds(ttl_s)
+        self._insert = (
+            db.insert(recent_records).on_conflict_do_nothing(index_elements=["trace_id", "slot"])
+            .returning(recent_records.c.trace_id)
         )
+        self._put_document = db.insert(recent_documents).on_conflict_do_nothing(index_elements=["content_hash", "slot"])
+
+    def slot_of(self, start_ns: int, now: float) -> int:
+        """The slot of a trace that started at ``start_ns`` (epoch ns), seen at ``now``."""
+        start = min(max(start_ns / 1e9, now - self.ttl_s / 2), now + self.slot_s)
+        return int(start // self.slot_s) * self.slot_s
 
     def put(self, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> int:
-        """Write a batch in one transaction (one executemany); returns the batch size."""
+        """Write a batch in one transaction; returns how many were new."""
         with self._db.write() as conn:
-            return self.put_in(conn, records, now)
+            return len(self.put_in(conn, records, now))
 
-    def put_in(self, conn: Connection, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> int:
-        """``put`` inside the caller's transaction."""
+    def put_in(self, conn: Connection, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> set[str]:
+        """``put`` inside the caller's transaction; returns the trace ids this call stored first
+        (the others were stored already, by this replica or another: not to be counted again)."""
         added_at = now_s() if now is None else now
-        rows = []
+        rows, documents = [], {}
         for record in records:
-            trace_id, text = record_json(record)
-            rows.append({"trace_id": trace_id, "record": text, "added_at": added_at})
-        if rows:
-            conn.execute(self._upsert, rows)
-        return len(rows)
+            trace_id = record.trace_id if isinstance(record, QueryRecord) else record_json(record)[0]
+            start_ns = record.start_ns if isinstance(record, QueryRecord) else int(record.get("start_ns") or 0)
+            slot = self.slot_of(start_ns, added_at)
+            blob, contents = encode_record(record)
+            rows.append({"trace_id": trace_id, "slot": slot, "record": blob, "added_at": added_at})
+            documents.update({(key, slot): text for key, text in contents.items()})
+        if not rows:
+            return set()
+        if documents:  # each content once per slot, whichever record brought it first
+            conn.execute(self._put_document, [{"content_hash": key, "slot": slot, "content": text}
+                                              for (key, slot), text in sorted(documents.items())])
+        return {row[0] for row in conn.execute(self._insert, rows)}
 
     def get(self, trace_id: str, *, live: bool = False, now: float | None = None) -> QueryRecord | None:
         """The cached record; with ``live``, None for one older than the ttl even if not pruned yet
         (pruning is a periodic job: the ttl, not its schedule, decides what a late complaint can do)."""
-        query = sa.select(recent_records.c.record).where(recent_records.c.trace_id == trace_id)
+        r, d = recent_records, recent_documents
+        query = sa.select(r.c.record, r.c.slot).where(r.c.trace_id == trace_id).order_by(r.c.slot).limit(1)
         if live:
-            query = query.where(recent_records.c.added_at >= (now_s() if now is None else now) - self.ttl_s)
+            query = query.where(r.c.added_at >= (now_s() if now is None else now) - self.ttl_s)
         with self._db.read() as conn:
-            text = conn.execute(query).scalar_one_or_none()
-        return QueryRecord.from_dict(json.loads(text)) if text is not None else None
+            row = conn.execute(query).first()
+            if row is None:
+                return None
+            keys = sorted(referenced(row.record))
+            contents = dict(conn.execute(sa.select(d.c.content_hash, d.c.content).where(
+                d.c.slot == row.slot, d.c.content_hash.in_(keys))).all()) if keys else {}
+        return decode_record(row.record, contents)
 
     def count(self) -> int:
         with self._db.read() as conn:
             return conn.execute(sa.select(sa.func.count()).select_from(recent_records)).scalar_one()
 
     def prune(self, now: float | None = None) -> int:
-        """Delete records older than the ttl; returns how many."""
-        cutoff = (now_s() if now is None else now) - self.ttl_s
+        """Drop the slots that ended ``ttl_s`` ago; returns how many records went."""
+        cutoff = (now_s() if now is None else now) - self.ttl_s - self.slot_s
         with self._db.write() as conn:
-            return conn.execute(sa.delete(recent_records).where(recent_records.c.added_at < cutoff)).rowcount
+            conn.execute(sa.delete(recent_documents).where(recent_documents.c.slot <= cutoff))
+            return conn.execute(sa.delete(recent_records).where(recent_records.c.slot <= cutoff)).rowcount
+
+
+def slot_seconds(ttl_s: float) -> int:
+    """Six slots per ttl (at least a minute each): a dropped slot is a sixth of the cache."""
+    return max(60, int(ttl_s // 6))
 
 
 class FeedbackLog:
@@ -181,18 +213,24 @@ class Scores:
         with self._db.read() as conn:
             return [_score(row) for row in conn.execute(stmt)]
 
-    def unscored_items(self, scorer: str, limit: int = 100) -> list[ReviewItem]:
-        """Review items ``scorer`` has not scored yet, oldest first (its backlog)."""
+    def unscored_items(self, scorer: str, limit: int = 100, now: float | None = None) -> list[ReviewItem]:
+        """Review items ``scorer`` has not scored yet, oldest first (its backlog).
+
+        Reads only the items above the scorer's low-water mark, which this call advances past
+        every settled item it scored: O(backlog), never O(every item ever scored).
+        """
         if limit <= 0:
             raise ValueError(f"limit must be positive, got {limit}")
-        stmt = (
-            sa.select(review_items)
-            .where(~_scored(scorer))
-            .order_by(review_items.c.id)
-            .limit(limit)
-        )
-        with self._db.read() as conn:
+        with self._db.write() as conn:
+            low = self._low_water(conn, scorer)
+            stmt = (
+                sa.select(review_items)
+                .where(review_items.c.id > low, ~_scored(scorer))
+                .order_by(review_items.c.id)
+                .limit(limit)
+            )
             rows = conn.execute(stmt).all()
+            self._advance(conn, scorer, low, rows[0].id if rows else None, now_s() if now is None else now)
         items, seen = [], set()
         for row in rows:  # the same trace may sit in two queues: score it once
             if row.trace_id not in seen:
@@ -202,9 +240,39 @@ class Scores:
 
     def backlog(self, scorer: str | None = None) -> int:
         """Distinct queued traces without a score from ``scorer`` (None: from any scorer)."""
-        stmt = sa.select(sa.func.count(sa.distinct(review_items.c.trace_id))).where(~_scored(scorer))
         with self._db.read() as conn:
+            low = self._low_water(conn, scorer)
+            stmt = sa.select(sa.func.count(sa.distinct(review_items.c.trace_id))).where(
+                review_items.c.id > low, ~_scored(scorer))
             return conn.execute(stmt).scalar_one()
+
+    @staticmethod
+    def _low_water(conn: Connection, scorer: str | None) -> int:
+        """Items at or below this id are scored by ``scorer`` (None: by the least advanced scorer)."""
+        p = scorer_progress
+        if scorer is None:
+            # Only a scorer that has run marks anything; with none, nothing is known scored.
+            return conn.execute(sa.select(sa.func.min(p.c.low_water_id))).scalar_one_or_none() or 0
+        return conn.execute(sa.select(p.c.low_water_id).where(p.c.scorer == scorer)).scalar_one_or_none() or 0
+
+    def _advance(self, conn: Connection, scorer: str, low: int, first_unscored: int | None, now: float) -> None:
+        """Move the mark below the first unscored item, and never past an item younger than
+        ``SETTLE_S``: an id is handed out before its transaction commits, so a lower id may
+        still appear until every transaction that started with it has ended."""
+        t = review_items
+        settled = conn.execute(
+            sa.select(sa.func.max(t.c.id)).where(t.c.id > low, t.c.created_at <= now - SETTLE_S)
+        ).scalar_one_or_none()
+        if settled is None:
+            return
+        mark = settled if first_unscored is None else min(settled, first_unscored - 1)
+        if mark > low:
+            stmt = self._db.insert(scorer_progress).values(scorer=scorer, low_water_id=mark)
+            conn.execute(stmt.on_conflict_do_update(index_elements=["scorer"], set_={"low_water_id": mark}))
+
+
+SETTLE_S = 60.0
+"""Longer than any ingest transaction runs (the store's busy timeout is seconds)."""
 
 
 def _scored(scorer: str | None) -> sa.ColumnElement[bool]:

@@ -29,10 +29,31 @@ WINDOWS = ("reference", "current")
 recent_records = sa.Table(
     "recent_records",
     metadata,
+    # Insert-once on (trace_id, slot): the row's first writer counts the query (``store/records.py``).
+    # ``slot`` is the start of the time slot the trace's own start time falls in, so every replica
+    # that assembles the trace picks the same slot; slots are dropped whole by the pruning job.
     sa.Column("trace_id", TRACE_ID, primary_key=True),
-    sa.Column("record", sa.Text, nullable=False),
-    sa.Column("added_at", sa.Double, nullable=False, index=True),
+    sa.Column("slot", sa.BigInteger, primary_key=True),
+    # Document contents by reference to ``recent_documents``, the rest zlib-compressed JSON (``store/hot.py``).
+    sa.Column("record", sa.LargeBinary, nullable=False),
+    sa.Column("added_at", sa.Double, nullable=False),
+    sa.Index(None, "slot"),
 )
+
+recent_documents = sa.Table(
+    "recent_documents",
+    metadata,
+    # A document's content once per slot, shared by every record of the slot that retrieved it;
+    # dropped with the slot's records.
+    sa.Column("content_hash", sa.String(32), primary_key=True),
+    sa.Column("slot", sa.BigInteger, primary_key=True),
+    sa.Column("content", sa.Text, nullable=False),
+    sa.Index(None, "slot"),
+)
+
+OPEN_REVIEW_WORK = "state <> 'reviewed' AND queue <> 'score'"
+SCORED_ONLY = "queue = 'score'"
+"""Partial-index predicates of ``review_items`` (``store.queue.SCORE_QUEUE`` is the scored-only queue)."""
 
 review_items = sa.Table(
     "review_items",
@@ -69,6 +90,15 @@ review_items = sa.Table(
     sa.CheckConstraint("inclusion_prob > 0 AND inclusion_prob <= 1", name="inclusion_prob"),
     sa.Index(None, "state", "id"),
     sa.Index(None, "trace_id"),
+    # The open review work only (queued or claimed, not the scored-only queue, whose items stay
+    # queued for good): queue depth and unreviewed-item retention read this small index, never the
+    # reviewed history. The scored-only items have their own, for retention; the scorer reads
+    # them above its low-water mark (``scorer_progress``).
+    sa.Index("ix_review_items_open", "state", "claim_expires_at", "created_at",
+             postgresql_where=sa.text(OPEN_REVIEW_WORK), sqlite_where=sa.text(OPEN_REVIEW_WORK)),
+    sa.Index("ix_review_items_scored_only", "created_at",
+             postgresql_where=sa.text(SCORED_ONLY), sqlite_where=sa.text(SCORED_ONLY)),
+    sa.Index(None, "reviewed_at"),  # retention of reviewed items (when one is set)
 )
 
 reviews = sa.Table(
@@ -154,7 +184,27 @@ scores = sa.Table(
     # The threshold the label was taken at, and the per-claim verdicts (JSON) where the scorer gives them.
     sa.Column("threshold", sa.Double, nullable=True),
     sa.Column("claims", sa.Text, nullable=True),
+    sa.Index(None, "computed_at"),  # retention
 )
+
+scorer_progress = sa.Table(
+    "scorer_progress",
+    metadata,
+    sa.Column("scorer", sa.String(100), primary_key=True),
+    # Every review item with an id at or below this was scored by ``scorer`` (or is older than the
+    # scorer's first batch reached): "what to score next" reads only the items above it.
+    sa.Column("low_water_id", sa.BigInteger, nullable=False),
+)
+"""Each scorer's low-water mark in ``review_items.id``: the backlog costs O(work), not O(history)."""
+
+review_counts = sa.Table(
+    "review_counts",
+    metadata,
+    sa.Column("queue", sa.String(64), primary_key=True),
+    # Incremented by the transaction that makes an item ``reviewed``, decremented by retention.
+    sa.Column("reviewed", sa.BigInteger, nullable=False),
+)
+"""Reviewed items per queue, maintained incrementally: the queue depth never counts history."""
 
 pending_spans = sa.Table(
     "pending_spans",
@@ -219,6 +269,7 @@ drift_runs = sa.Table(
     # Exactly one replica wins each scheduled run.
     sa.UniqueConstraint("profile", "scheduled_for"),
     sa.CheckConstraint("status IN ('running', 'ok', 'failed')", name="status"),
+    sa.Index(None, "scheduled_for"),  # retention
 )
 
 probe_baselines = sa.Table(

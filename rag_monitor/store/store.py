@@ -23,6 +23,7 @@ from .models import (
 from .probes import ProbeStates
 from .queue import DEFAULT_QUEUE, QUEUED, UPGRADED, ReviewQueue
 from .records import FeedbackLog, RecentRecords, Scores
+from .retention import DAY_S, Retention
 from .sessions import SessionMethods, Sessions
 from .throttle import LoginCounters
 from .versions import SchemaState, SchemaVersions
@@ -58,8 +59,13 @@ class Store(CoordinationMethods, SessionMethods):
         current_capacity: int = 2000,
         current_max_age_s: float | None = None,
         seed: int | None = None,
+        history_retention_s: float | None = 90 * DAY_S,
+        review_retention_s: float | None = None,
+        prune_batch_rows: int = 5000,
     ):
         self._db = Database(url, busy_timeout_s=busy_timeout_s, connect_timeout_s=connect_timeout_s)
+        self._retention = Retention(self._db, history_s=history_retention_s, reviews_s=review_retention_s,
+                                    batch_rows=prune_batch_rows)
         self._recent = RecentRecords(self._db, recent_ttl_s)
         self._feedback = FeedbackLog(self._db)
         self._scores = Scores(self._db)
@@ -140,7 +146,7 @@ class Store(CoordinationMethods, SessionMethods):
     # --- recent records ----------------------------------------------------------------------
 
     def put_recent(self, records: Iterable[QueryRecord | dict[str, Any]], *, now: float | None = None) -> int:
-        """Cache a batch of redacted records in one transaction; returns the batch size."""
+        """Cache a batch of redacted records in one transaction; returns how many were new."""
         return self._recent.put(records, now)
 
     def get_recent(self, trace_id: str, *, live: bool = False, now: float | None = None) -> QueryRecord | None:
@@ -154,6 +160,10 @@ class Store(CoordinationMethods, SessionMethods):
         """Drop cached records older than ``recent_ttl_s``; returns how many."""
         return self._recent.prune(now)
 
+    def prune_history(self, *, now: float | None = None) -> dict[str, int]:
+        """Delete history past its retention in bounded batches; rows deleted per table."""
+        return self._retention.prune(now_s() if now is None else now)
+
     # --- one OTLP request, one transaction ---------------------------------------------------
 
     def persist_ingest(self, batch: IngestBatch, *, now: float | None = None) -> IngestOutcome:
@@ -165,7 +175,8 @@ class Store(CoordinationMethods, SessionMethods):
             out.skipped = batch.claim_required - claimed
             kept = [r for r in batch.records if r.trace_id not in out.skipped]
             self._pending.add_in(conn, batch.pending, now)
-            self._recent.put_in(conn, kept, now)
+            stored = self._recent.put_in(conn, kept, now)
+            out.duplicates = {r.trace_id for r in kept} - stored
             out.feedback_added = self._feedback.add_in(conn, [f for f in batch.feedback if f.trace_id not in out.skipped])
             out.regenerated = self._regenerated.claim_in(
                 conn, (f.trace_id for f in out.feedback_added if f.kind == FEEDBACK_REGENERATE and f.trace_id in batch.known_queries), now)

@@ -48,8 +48,10 @@ class ReviewWorkflow:
         """Items waiting that ``reviewer`` could claim now."""
         now = now_s() if now is None else now
         t = review_items
-        stmt = sa.select(sa.func.count()).select_from(t).where(t.c.queue != SCORE_QUEUE, claimable(now),
-                                                               *offered_to(reviewer, groups))
+        # ``state <> 'reviewed'`` and the queue test spelled out: the open-work partial index's
+        # predicate, so the count reads the waiting work, not the scored-only history.
+        stmt = sa.select(sa.func.count()).select_from(t).where(t.c.state != "reviewed", t.c.queue != SCORE_QUEUE,
+                                                               claimable(now), *offered_to(reviewer, groups))
         if tenants is not None:
             stmt = stmt.where(t.c.tenant.in_(sorted(set(tenants))))
         with self._db.read() as conn:
@@ -99,7 +101,8 @@ class ReviewWorkflow:
         """Queued items assigned to nobody and reviewed by nobody yet, oldest first."""
         t = review_items
         reviewed = sa.select(reviews.c.id).where(reviews.c.item_id == t.c.id)
-        stmt = (sa.select(t).where(t.c.state == "queued", t.c.assigned_to.is_(None), ~sa.exists(reviewed))
+        stmt = (sa.select(t).where(t.c.state == "queued", t.c.queue != SCORE_QUEUE, t.c.assigned_to.is_(None),
+                                   ~sa.exists(reviewed))
                 .order_by(t.c.id).limit(limit))
         with self._db.read() as conn:
             return [ReviewItem.from_row(row) for row in conn.execute(stmt)]

@@ -16,13 +16,29 @@ def test_recent_records_put_get_and_prune(store):
     assert store.put_recent([]) == 0
     assert store.get_recent(make_record(2).trace_id) == make_record(2)
     assert store.get_recent("0" * 32) is None
-    # A trace re-assembled from a late batch replaces its record and refreshes its age.
-    store.put_recent([make_record(1, "late")], now=3000.0)
-    assert store.get_recent(make_record(1).trace_id).tenant == "late"
-    # Default ttl is one hour: at 4700 s, the rows written at 1000 s are older than that.
-    assert store.prune_recent(now=4700.0) == 2
-    assert store.recent_count() == 3
+    # Insert-once: the trace stored again (an exporter's retry) is not new and changes nothing.
+    assert store.put_recent([make_record(1, "late")], now=1010.0) == 0
+    assert store.get_recent(make_record(1).trace_id).tenant is None
+    # Default ttl one hour, in 10-minute slots: the slot of the rows written at 1000 s is dropped
+    # whole once it ended an hour ago; the rows written at 3000 s stay.
+    assert store.prune_recent(now=4700.0) == 3
+    assert store.recent_count() == 2
     assert store.get_recent(make_record(2).trace_id) is None
+
+
+def test_a_trace_is_stored_first_once_whichever_replica_stores_it(store_url):
+    from rag_monitor.store import open_store
+
+    replicas = [open_store(store_url), open_store(store_url, migrate=False)]
+    try:
+        record = make_record(5000)  # started at 5,000 s
+        # The slot comes from the trace's start, so replicas minutes apart write the same key.
+        assert replicas[0].put_recent([record], now=5001.0) == 1
+        assert replicas[1].put_recent([record], now=5400.0) == 0
+        assert replicas[1].recent_count() == 1
+    finally:
+        for s in replicas:
+            s.close()
 
 
 def test_recent_records_accept_dicts_and_reject_garbage(store):
@@ -116,3 +132,21 @@ def test_checkpoint_copies_the_log_off_the_request_path(store, tmp_path):
     db_file = store.url.split("///", 1)[1]
     assert os.path.getsize(db_file) > 200 * 100  # the records are in the database file itself now
     assert store.get_recent(make_record(7).trace_id) == make_record(7)
+
+
+def test_recent_records_keep_each_document_once_per_slot(store):
+    import sqlalchemy as sa
+
+    from rag_monitor.record import Document as Doc
+    from rag_monitor.store.schema import recent_documents
+
+    text = "To cancel, open Settings, then Billing, then Cancel plan. " * 4
+    records = [make_record(i, retrieved=[Doc("doc-1", text, 0.5), Doc("doc-2", "short", 0.1)],
+                           delivered=[Doc("doc-1", text, 0.5)]) for i in range(1, 4)]
+    assert store.put_recent(records, now=2.0) == 3
+    assert [store.get_recent(r.trace_id) for r in records] == records  # whole again, contents included
+    with store._db.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(recent_documents)).scalar_one() == 1
+    assert store.prune_recent(now=10_000.0) == 3
+    with store._db.read() as conn:  # the slot's documents go with its records
+        assert conn.execute(sa.select(sa.func.count()).select_from(recent_documents)).scalar_one() == 0

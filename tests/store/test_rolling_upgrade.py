@@ -34,6 +34,7 @@ def test_every_revision_says_whether_it_is_additive():
             assert isinstance(getattr(rev.module, "additive", None), bool), rev.revision
     assert readable_from("0009_score_sample") == "0007_signals"  # 0008 and 0009 only add
     assert readable_from("0010_regenerations") == "0010_regenerations"  # a NOT NULL column without default
+    assert readable_from("0013_schema_compat") == "0012_scale_queues"  # a new table after a new layout
 
 
 def test_an_older_package_runs_against_a_store_ahead_by_additive_revisions(store_url, tmp_path, caplog):

@@ -21,7 +21,7 @@ from tests.store.conftest import make_record
 # 0006_signals is the head of the 11 commits from 08a8efd (2026-11-30 22:10) to 57bf3d3 (23:00),
 # before the rename to 0007_signals; 0006_probes came in with that rename (a branch's head only).
 LANDED = ("0001", "0002_semantics", "0003_review", "0004_faithfulness", "0005_runtime",
-          "0006_signals", "0006_probes", "0007_signals")
+          "0006_signals", "0006_probes", "0007_signals", "0010_regenerations")
 ROWS = 3
 # Values that the tables' CHECK constraints accept.
 _CHECKED = {"state": "queued", "inclusion_prob": 0.5, "window_name": "reference", "status": "ok"}
@@ -50,7 +50,7 @@ def _value(table: sa.Table, column: sa.Column, i: int):
     if isinstance(kind, (sa.Float, sa.Numeric)):
         return i + 0.25
     if isinstance(kind, sa.LargeBinary):
-        return f"{table.name}-{i}".encode()
+        return f"j{table.name}-{i}".encode()  # "j": a plain (uncompressed) recent-records blob
     text = f"{i}-{table.name}.{column.name}"  # unique per row for unique constraints
     return text[: kind.length] if getattr(kind, "length", None) else text
 
@@ -90,6 +90,16 @@ def read_back(url: str, written: dict[str, list[dict]]) -> dict[str, list[dict]]
             return out
     finally:
         engine.dispose()
+
+
+def cache_as_json(tables: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The recent-records cache's records as JSON text: 0011 keeps each record, encoded as a blob
+    (``store/hot.py``: "j" + the JSON, or compressed), and its downgrade decodes them back."""
+    out = dict(tables)
+    if "recent_records" in tables:
+        out["recent_records"] = [{**row, "record": row["record"][1:].decode()} if isinstance(row.get("record"), bytes)
+                                 else row for row in tables["recent_records"]]
+    return out
 
 
 def copy_rows(source_url: str, target_url: str, tables: tuple[str, ...]) -> None:
@@ -153,7 +163,7 @@ def test_a_store_at_each_landed_revision_upgrades_with_every_row_kept(store_url,
     store = open_store(store_url)  # the agent's start
     store.close()
     assert stamped(store_url) == [package_head()]
-    assert read_back(store_url, written) == written
+    assert cache_as_json(read_back(store_url, written)) == cache_as_json(written)
 
 
 @pytest.mark.parametrize("revision", ["0006_signals", "0006_probes"])
@@ -227,7 +237,36 @@ def test_downgrade_steps_back_one_revision_and_upgrade_returns(store_url):
         at_0005 = _schema_at("0005_runtime")
         kept = {name: [{c: v for c, v in row.items() if c in at_0005[name]} for row in rows]
                 for name, rows in written.items() if name in at_0005}
-        assert read_back(store_url, kept) == kept
+        assert cache_as_json(read_back(store_url, kept)) == cache_as_json(kept)
         assert store.downgrade("0006_probes") == ("0006_probes",)
+    finally:
+        store.close()
+
+
+def test_the_recent_records_cache_survives_0011_both_ways(store_url):
+    """0011 encodes the cache (documents by reference, the rest compressed); its downgrade gives
+    0010's JSON rows back, and upgrading again reads the same records."""
+    import json
+
+    from rag_monitor.record import Document
+    from rag_monitor.store.models import record_json
+
+    text = "To cancel, open Settings, then Billing, then Cancel plan. " * 4
+    records = [make_record(i, retrieved=[Document("doc-1", text, 0.5)], delivered=[Document("doc-1", text, 0.5)])
+               for i in (1, 2)]
+    build_at(store_url, "head")
+    store = Store(store_url)
+    try:
+        assert store.put_recent(records, now=5.0) == 2
+        assert store.downgrade("0010_regenerations") == ("0010_regenerations",)
+        engine = sa.create_engine(store_url)
+        try:
+            with engine.connect() as conn:
+                rows = dict(conn.execute(sa.text("SELECT trace_id, record FROM recent_records")).all())
+        finally:
+            engine.dispose()
+        assert {t: json.loads(r) for t, r in rows.items()} == {r.trace_id: json.loads(record_json(r)[1]) for r in records}
+        assert store.migrate() == package_head()
+        assert [store.get_recent(r.trace_id) for r in records] == records
     finally:
         store.close()

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013_schema_compat"
-down_revision = "0010_regenerations"
+down_revision = "0012_scale_queues"
 branch_labels = None
 depends_on = None
 additive = True  # a new table only
