@@ -38,7 +38,8 @@ class SimulatedReviewer:
         import httpx
 
         self.base_url = base_url.rstrip("/")
-        self._client = httpx.Client(base_url=self.base_url, timeout=10.0, follow_redirects=True)
+        # 60 s: on a loaded machine the review API answered after the 10 s this had, ending a demo run.
+        self._client = httpx.Client(base_url=self.base_url, timeout=60.0, follow_redirects=True)
         self.corpus = corpus
         self._token = token
         self.name = name
