@@ -56,6 +56,7 @@ def test_one_demo_run_writes_both_images_and_the_results_file(tmp_path, monkeypa
     assert results["script"] == "benchmarks/screenshots.py" and results["command"] == "make screenshots SCREENSHOT_ARGS=--quick"
     assert results["alerts_fired"] == 2 and results["bad_release"]["unsupported"] == 0.42
     assert (results["waiting_for_you"], results["waiting_pairs"], results["queries"]) == (12, 2, 200)
+    assert set(results["images"]) == {"report_png", "review_png"}  # what this run wrote, by digest
 
 
 def test_no_results_file_when_the_demo_ends_before_the_screenshots(tmp_path, monkeypatch):
@@ -69,3 +70,4 @@ def test_make_screenshots_runs_the_script_then_renders_the_figures():
     target = makefile.split("\nscreenshots:", 1)[1].split("\n\n", 1)[0]
     assert "benchmarks/screenshots.py $(SCREENSHOT_ARGS)" in target and "benchmarks/figures.py" in target
     assert ".PHONY: test demo screenshots" in makefile
+
