@@ -71,3 +71,13 @@ def test_make_screenshots_runs_the_script_then_renders_the_figures():
     assert "benchmarks/screenshots.py $(SCREENSHOT_ARGS)" in target and "benchmarks/figures.py" in target
     assert ".PHONY: test demo screenshots" in makefile
 
+
+def test_the_committed_images_are_the_ones_the_results_file_was_written_with():
+    """The README's images and its demo figures come from one run: each image's digest is in demo.json."""
+    import hashlib
+
+    results = json.loads((ROOT / "benchmarks" / "results" / "demo.json").read_text())
+    assert results["script"] == "benchmarks/screenshots.py" and not results["quick"]  # the README shows the full demo
+    assert set(results["images"]) == {"docs/demo-report.png", "docs/review-page.png"}
+    for path, digest in results["images"].items():
+        assert hashlib.sha256((ROOT / path).read_bytes()).hexdigest() == digest, f"{path} is not the image of {results['command']}"
