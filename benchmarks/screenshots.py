@@ -16,6 +16,7 @@ headless Chromium (Debian's ``chromium``, driven by Playwright) and writes:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -41,6 +42,7 @@ def results_from(result: Any, quick: bool, seconds: float) -> dict[str, Any]:
         "command": "make screenshots" + (" SCREENSHOT_ARGS=--quick" if quick else ""),
         "quick": quick,
         "duration_s": round(seconds),
+        "duration_min": round(seconds / 60, 1),
         "queries": sum(r.queries for r in summary.releases),
         "alerts_fired": len(summary.alerts),
         "alert_names": sorted({a.get("labels", {}).get("alertname", "?") for a in summary.alerts}),
@@ -51,6 +53,16 @@ def results_from(result: Any, quick: bool, seconds: float) -> dict[str, Any]:
         "waiting_for_you": summary.human_queue.get("items", 0),
         "waiting_pairs": summary.human_queue.get("pairs", 0),
     }
+
+
+def image_digests(*images: Path) -> dict[str, str]:
+    """SHA-256 of each image, by its path under the checkout: a test checks the committed images
+    are the ones this run wrote (images and figures from one run)."""
+    return {_relative(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in images}
+
+
+def _relative(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
 
 
 def review_login(summary: Any) -> tuple[str, str, str]:
@@ -124,7 +136,9 @@ def main(argv: list[str] | None = None, run_demo: Any = None, shoot: Any = captu
     if not shots:
         print("the demo ended before the screenshots were taken", file=sys.stderr)
         return 1
-    RESULTS.write_text(json.dumps(results_from(result, args.quick, time.monotonic() - started), indent=2) + "\n")
+    results = results_from(result, args.quick, time.monotonic() - started)
+    results["images"] = image_digests(REPORT_PNG, REVIEW_PNG)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {REPORT_PNG}, {REVIEW_PNG} and {RESULTS}")
     return 0
 

@@ -56,6 +56,7 @@ def test_one_demo_run_writes_both_images_and_the_results_file(tmp_path, monkeypa
     assert results["script"] == "benchmarks/screenshots.py" and results["command"] == "make screenshots SCREENSHOT_ARGS=--quick"
     assert results["alerts_fired"] == 2 and results["bad_release"]["unsupported"] == 0.42
     assert (results["waiting_for_you"], results["waiting_pairs"], results["queries"]) == (12, 2, 200)
+    assert set(results["images"]) == {"report_png", "review_png"}  # what this run wrote, by digest
 
 
 def test_no_results_file_when_the_demo_ends_before_the_screenshots(tmp_path, monkeypatch):
@@ -69,3 +70,14 @@ def test_make_screenshots_runs_the_script_then_renders_the_figures():
     target = makefile.split("\nscreenshots:", 1)[1].split("\n\n", 1)[0]
     assert "benchmarks/screenshots.py $(SCREENSHOT_ARGS)" in target and "benchmarks/figures.py" in target
     assert ".PHONY: test demo screenshots" in makefile
+
+
+def test_the_committed_images_are_the_ones_the_results_file_was_written_with():
+    """The README's images and its demo figures come from one run: each image's digest is in demo.json."""
+    import hashlib
+
+    results = json.loads((ROOT / "benchmarks" / "results" / "demo.json").read_text())
+    assert results["script"] == "benchmarks/screenshots.py" and not results["quick"]  # the README shows the full demo
+    assert set(results["images"]) == {"docs/demo-report.png", "docs/review-page.png"}
+    for path, digest in results["images"].items():
+        assert hashlib.sha256((ROOT / path).read_bytes()).hexdigest() == digest, f"{path} is not the image of {results['command']}"

@@ -116,7 +116,9 @@ def shadow_report_command(args: argparse.Namespace) -> int:
     prices = load_config("price_table", settings.price_table, PriceTable.load, lambda: PriceTable([]))
     since = parse_time(args.since) if args.since else None
     try:
-        report = shadow_report(store, since=since, call_cost=prices.call_cost, scorer=args.scorer)
+        # Priced as the agent prices queries (storage share included): one cost per query everywhere.
+        report = shadow_report(store, since=since, call_cost=prices.call_cost, scorer=args.scorer,
+                               storage_usd_per_query=settings.storage_usd_per_query)
     finally:
         store.close()
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.text())

@@ -7,6 +7,7 @@ and ``amtool`` work). So each page is the first candidate the running server ans
     links = demo_links(agent, alerting, phoenix_url)   # name -> 'URL' or 'URL (how to read it)'
     link_url(links["alertmanager"])                    # the URL alone, for a test to fetch
     report_commands(root / "agent.yaml", ["r1", "r2"])  # the CLI's reports on the demo's store
+    review_after_exit(root / "agent.yaml", links["review"])  # the review page once the demo has stopped
 """
 
 from __future__ import annotations
@@ -63,9 +64,14 @@ def demo_links(agent: Any, alerting: Any, phoenix_url: str, review_token: str) -
     return links
 
 
+def _shown(config: Path) -> Path:
+    """The settings file as the person types it: relative to where they are when it is below."""
+    return Path(os.path.relpath(config) if config.is_relative_to(Path.cwd()) else config)
+
+
 def report_commands(config: Path, releases: list[str]) -> str:
     """The CLI's reports on this run's store, with the demo's settings file."""
-    shown = Path(os.path.relpath(config) if config.is_relative_to(Path.cwd()) else config)
+    shown = _shown(config)
     option = f"--config {shlex.quote(str(shown))}"
     beside = lambda name: shlex.quote(str(shown.parent / name))  # noqa: E731
     lines = ["Reports on this store (the CLI reads it through the demo's settings file):",
@@ -76,3 +82,13 @@ def report_commands(config: Path, releases: list[str]) -> str:
         lines.append(f"  rag-monitor review report {option} --baseline {shlex.quote(releases[0])} --candidate {shlex.quote(releases[1])}")
     lines.append(f"  rag-monitor export golden {option} --out {beside('golden.jsonl')}")
     return "\n".join(lines)
+
+
+def review_after_exit(config: Path, review_link: str) -> str:
+    """How to reach the review queue once the demo has stopped its servers (without --serve): the
+    queue stays in the store, and an agent started with the demo's settings serves it again."""
+    return "\n".join([
+        "The demo stops its servers now; the review queue stays in its store. To review it, serve it again with",
+        f"  rag-monitor agent --config {shlex.quote(str(_shown(config)))}",
+        f"and open {link_url(review_link)} with the same login (or run the demo with --serve).",
+    ])

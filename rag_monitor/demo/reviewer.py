@@ -19,8 +19,9 @@ items (assigned items are offered to their assignee only)::
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rag_monitor.demo.corpus import Corpus
@@ -37,13 +38,17 @@ class SimulatedReviewer:
         import httpx
 
         self.base_url = base_url.rstrip("/")
-        self._client = httpx.Client(base_url=self.base_url, timeout=10.0, follow_redirects=True)
+        # 60 s: on a loaded machine the review API answered after the 10 s this had, ending a demo run.
+        self._client = httpx.Client(base_url=self.base_url, timeout=60.0, follow_redirects=True)
         self.corpus = corpus
         self._token = token
         self.name = name
         self._csrf: str | None = None
         self._questions = {q.text: q for q in (*corpus.policy_questions, *corpus.nq_questions, *corpus.unanswerable_questions)}
         self.labelled = 0
+        # The background pass and the final one share this login: one server-side claim, so two
+        # passes at once would both answer the same item and one gets 409 (it ended a demo run).
+        self._passes = threading.Lock()
 
     def _login(self) -> None:
         response = self._client.post("/review/login", data={"reviewer": self.name, "token": self._token})
@@ -110,6 +115,10 @@ class SimulatedReviewer:
 
     def review_available(self, limit: int = 50) -> int:
         """Claim and label up to ``limit`` items; returns how many were labelled."""
+        with self._passes:
+            return self._review(limit)
+
+    def _review(self, limit: int) -> int:
         if self._csrf is None:
             self._login()
         done = 0
@@ -171,9 +180,15 @@ class HumanQueue:
     login: str = HUMAN
     reserved_singles: int = 0
     reserved_pairs: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """The background review pass and the final one both reserve first: one at a time."""
 
     def reserve(self) -> int:
         """Assign waiting items to ``login`` until the quotas are met; returns how many this call."""
+        with self._lock:
+            return self._reserve()
+
+    def _reserve(self) -> int:
         want_singles, want_pairs = self.singles - self.reserved_singles, self.pairs - self.reserved_pairs
         if want_singles <= 0 and want_pairs <= 0:
             return 0

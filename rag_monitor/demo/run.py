@@ -225,7 +225,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
     say(f"rag-monitor demo (run {run}, seed {options.seed}{', quick' if options.quick else ''}); data in {root}")
 
     with contextlib.ExitStack() as stack:
-        from rag_monitor.demo.links import demo_links, report_commands
+        from rag_monitor.demo.links import demo_links, report_commands, review_after_exit
         from rag_monitor.demo.services import AlertingStack, PhoenixServer, free_port
 
         phoenix = None
@@ -265,6 +265,8 @@ def run_demo(options: DemoOptions) -> DemoResult:
         text = render_summary(summary)
         say(text)
         say(report_commands(root / CONFIG_FILE, [r.release for r in summary.releases]))
+        if not options.serve:
+            say(review_after_exit(root / CONFIG_FILE, urls["review"]))
         result = DemoResult(summary, text, phases, list(alerts), drift, notes,
                             alerting.prometheus.url if alerting else None)
         if options.before_stop is not None:
@@ -314,7 +316,7 @@ def _start_agent(root: Path, phoenix_url: str, stack: contextlib.ExitStack, free
     # The same settings as a file beside the store: `rag-monitor ... --config` reads this store.
     (root / CONFIG_FILE).write_text(yaml.safe_dump(overrides, sort_keys=False))
     agent = Agent(load_settings(overrides=overrides, environ={}))
-    agent.start()
+    agent.start(timeout_s=300)  # over 60 s on a loaded machine, where the default ended two runs
     stack.callback(agent.stop)
     return agent
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from rag_monitor.review.auth import hash_token
@@ -12,21 +9,8 @@ from tests.review.test_review_api import HIDDEN_VALUES, PRIVATE, sample_record
 
 pytestmark = pytest.mark.integration
 
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "review-page.png"
 
-
-def side_by_side(first: Path, second: Path, out: Path) -> None:
-    """Both steps in one image (the README shows one picture)."""
-    from PIL import Image
-
-    a, b = Image.open(first), Image.open(second)
-    canvas = Image.new("RGB", (a.width + b.width + 24, max(a.height, b.height)), "#c9ced8")
-    canvas.paste(a, (0, 0))
-    canvas.paste(b, (a.width + 24, 0))
-    canvas.save(out, optimize=True)
-
-
-def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_queue(start_agent, browser, tmp_path):
+def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_queue(start_agent, browser):
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
     agent.store.enqueue(sample_record(), stratum="thumbs_down", inclusion_prob=1.0)
     page = browser.new_page(viewport={"width": 1200, "height": 900})
@@ -47,7 +31,6 @@ def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_qu
     page.keyboard.press("Shift+Digit2")  # second candidate gold
     assert page.is_checked("#candidates li:nth-child(1) input.relevant")
     assert page.is_checked("#candidates li:nth-child(2) input.gold")
-    page.screenshot(path=str(tmp_path / "relevance.png"), full_page=True)
     page.keyboard.press("Enter")
 
     page.wait_for_selector("#answer-step:visible")
@@ -58,10 +41,6 @@ def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_qu
     page.keyboard.type("Cancel online under Settings > Billing > Cancel plan.")
     page.keyboard.press("Escape")
     assert page.is_checked("input[name=faithful][value=yes]") and page.is_checked("input[name=correct][value=no]")
-    page.screenshot(path=str(tmp_path / "answer.png"), full_page=True)
-    if os.environ.get("RAG_MONITOR_UPDATE_SCREENSHOT") == "1":
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        side_by_side(tmp_path / "relevance.png", tmp_path / "answer.png", SCREENSHOT)
     page.keyboard.press("Enter")
     page.wait_for_selector("#status:has-text('queue is empty')")
 

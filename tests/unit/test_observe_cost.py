@@ -83,3 +83,45 @@ def test_the_shadow_report_prices_a_query_as_the_agent_does(tmp_path):
         {"retrieval": 0.0004, "rerank": 0.001, "generation": generation, "storage": 0.00001})
     for component, usd in side.cost_components_usd.items():
         assert registry.get_sample_value("rag_query_component_cost_usd_sum", {**RV, "component": component}) == pytest.approx(usd)
+
+
+def test_the_shadow_report_command_prices_with_the_agents_storage_share(tmp_path):
+    """`rag-monitor shadow report --config agent.yaml`, from an empty directory: the production side's
+    cost per query is the agent's rag_query_cost_usd for the same record (storage share included)."""
+    import json
+
+    import yaml
+
+    from rag_monitor.settings import load_settings
+    from rag_monitor.store import open_store
+    from tests.unit.test_cli_first_run import run_cli
+
+    (tmp_path / "prices.yaml").write_text(yaml.safe_dump({
+        "models": {"gpt-4o-mini": {"input": 0.15, "output": 0.60}}, "calls": {"hosted-reranker": {"per_1k_calls": 1.0}}}))
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump({
+        "data_dir": str(tmp_path / "data"), "price_table": str(tmp_path / "prices.yaml"), "storage_usd_per_query": 0.00002}))
+    calls = [ModelCall("rerank", "hosted-reranker"), ModelCall("llm", "gpt-4o-mini", 600, 80)]
+    production = QueryRecord("1" * 32, "2" * 16, 0, 10**9, release="r1", model_calls=calls)
+    shadow = QueryRecord("3" * 32, "4" * 16, 0, 10**9, release="r1", variant="shadow", shadow_of=production.trace_id,
+                         candidate="fixed", model_calls=calls[1:])
+    (tmp_path / "data").mkdir()
+    store = open_store(f"sqlite:///{tmp_path / 'data' / 'rag-monitor.db'}")
+    try:
+        store.enqueue(production, stratum="shadow_pair", inclusion_prob=1.0, pair_trace_id=shadow.trace_id, pair_record=shadow)
+    finally:
+        store.close()
+
+    settings = load_settings(tmp_path / "agent.yaml", environ={})
+    observer = QueryObserver(AgentMetrics(CollectorRegistry()), PriceTable.load(settings.price_table).call_cost,
+                             storage_usd_per_query=settings.storage_usd_per_query)
+    observer.releases.apply([Release("unknown", "r1", 1.0)])
+    agent_cost = observer.observe(production)
+
+    (tmp_path / "cwd").mkdir()
+    result = run_cli(tmp_path / "cwd", "shadow", "report", "--config", str(tmp_path / "agent.yaml"), "--json")
+    assert result.returncode == 0, result.stderr
+    (candidate,) = json.loads(result.stdout)["candidates"]
+    side = candidate["sides"]["production"]
+    assert side["cost_per_query_usd"] == pytest.approx(agent_cost)
+    assert side["cost_components_usd"]["storage"] == pytest.approx(0.00002)
+    assert candidate["sides"]["candidate"]["cost_components_usd"]["storage"] == pytest.approx(0.00002)
