@@ -48,6 +48,8 @@ def settings_properties() -> dict[str, Any]:
             prop["minimum"] = 0
         if f.metadata.get("choices"):
             prop["enum"] = list(f.metadata["choices"])
+        if f.metadata.get("schema"):
+            prop = {**f.metadata["schema"], "description": prop["description"]}
         props[f.name] = prop
     return props
 

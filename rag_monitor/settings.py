@@ -30,9 +30,9 @@ URL_SECRET = "url"
 """A URL setting whose userinfo (a password or token) is secret; the rest is shown."""
 
 
-def _setting(default: Any, doc: str, choices: tuple[str, ...] = (), *, secret: str = "") -> Any:
-    # choices: the chart schema's enum
-    metadata = {"doc": doc, "secret": secret, **({"choices": choices} if choices else {})}
+def _setting(default: Any, doc: str, choices: tuple[str, ...] = (), *, secret: str = "", schema: dict | None = None) -> Any:
+    # choices: the chart schema's enum; schema: the chart schema's type, where the Python type says too little
+    metadata = {"doc": doc, "secret": secret, **({"choices": choices} if choices else {}), **({"schema": schema} if schema else {})}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -106,7 +106,9 @@ class AgentSettings:
     hhem_device: str = _setting("auto", "Where HHEM runs: `auto` (CUDA in bf16 when torch sees a GPU, else CPU), `cpu` or `cuda`.")
     offline_scorer: str = _setting("support", "Scorer without HHEM: `support` (support-v1: answer sentences against context sentences with the shipped MiniLM, plus number, name and negation checks) or `lexical` (lexical-v1).")
     score_interval_s: float = _setting(5.0, "How often the scorer worker takes a batch of unscored sampled answers.")
-    scorer_threshold: float = _setting(0.0, "Score below which an answer counts as unsupported; 0: the threshold the scorer version ships with, calibrated on labelled data (`rag_scorer_info`).")
+    scorer_threshold: str = _setting(
+        "shipped", "Score below which an answer counts as unsupported: `shipped` (the threshold the scorer version ships with, chosen on real LLM answers; also `0`), a number in (0, 1], or `auto`: the threshold calibrated on the store's human faithful labels of the judge_calibration split, adopted once 200 exist with 30 of each verdict (the shipped one until then; `rag_scorer_info` says which).",
+        schema={"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"enum": ["shipped", "auto"]}]})
     scorer_batch_tokens: int = _setting(8192, "Token budget of one scoring batch (rows x padded length): length-sorted batches stay under it.")
     judge_url: str = _setting("", "Base URL of an OpenAI-compatible chat API (vLLM, Ollama, OpenAI, Azure OpenAI) for the LLM judge `llm-judge-v1`, run beside the main scorer; empty disables it.", secret=URL_SECRET)
     judge_model: str = _setting("", "Model name sent to the judge endpoint.")
@@ -212,10 +214,25 @@ def load_settings(
     from rag_monitor.logs import check_log_settings
 
     check_log_settings(settings.log_level, settings.log_format)
+    threshold_setting(settings.scorer_threshold)  # a bad value ends here, in one line
     from rag_monitor.masking import register_secrets
 
     register_secrets(settings)  # logs and error messages mask them from now on
     return settings
+
+
+def threshold_setting(value: str) -> float | str | None:
+    """``scorer_threshold`` read: None for the shipped threshold, ``"auto"``, or a number in (0, 1]."""
+    text = str(value).strip().lower()
+    if text in ("shipped", "auto"):
+        return None if text == "shipped" else "auto"
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"setting 'scorer_threshold': {value!r} is not shipped, auto or a number in [0, 1]")
+    return number or None
 
 
 def limit_native_threads(n: int) -> None:

@@ -138,6 +138,10 @@ class JobScheduler:
             self._scheduler.shutdown(wait=wait)
 
 
+CALIBRATION_INTERVAL_S = 600.0
+"""How often scorer_threshold auto recalibrates on the store's labels (labels arrive by the hour)."""
+
+
 def agent_jobs(agent: Agent) -> list[Job]:
     """The agent's periodic jobs, with their interval settings and leases."""
     from rag_monitor.detectors.jobs import fire_interval_s
@@ -163,6 +167,8 @@ def agent_jobs(agent: Agent) -> list[Job]:
         runner = agent.probe_runner
         worst_run_s = -(-len(runner.probes) // runner.concurrency) * s.probes_timeout_s
         jobs.append(Job("probes", agent.run_probes, s.probes_interval_s, lease_s=2 * s.probes_interval_s + worst_run_s))
+    if getattr(agent, "threshold_adopter", None) is not None:  # scorer_threshold auto; every replica sets its own scorer
+        jobs.append(Job("scorer_threshold", agent.threshold_adopter.tick, CALIBRATION_INTERVAL_S))
     if getattr(agent, "judging", None) is not None:  # the LLM judge beside the scorer, its own lease inside
         jobs.append(Job("judging", agent.judging.tick, s.score_interval_s))
     # One line a minute at most when spans or traces were dropped (the counters say by reason).

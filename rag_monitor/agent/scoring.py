@@ -106,6 +106,7 @@ class ScoringLoop:
         lease_s: float = 300.0,
         chunk: int = 16,
         clock: Callable[[], float] | None = None,
+        threshold_source: str = "shipped",
     ):
         self.store = store
         self.holder = holder
@@ -124,7 +125,17 @@ class ScoringLoop:
         self.clock = clock
         self.fenced = 0
         """Chunks whose scores were refused because another replica took the lease over."""
-        metrics.scorer_info.labels(self.scorer.name, self.scorer.version, f"{self.scorer.threshold:g}").set(1)
+        self._info: tuple[str, ...] = ()
+        self.set_threshold(self.scorer.threshold, source=threshold_source)
+
+    def set_threshold(self, threshold: float, *, source: str) -> None:
+        """Flag answers below ``threshold`` from the next batch on; ``rag_scorer_info`` says which and
+        where it came from (shipped, setting, calibrated)."""
+        self.scorer.threshold = float(threshold)
+        if self._info:
+            self.metrics.scorer_info.remove(*self._info)
+        self._info = (self.scorer.name, self.scorer.version, f"{self.scorer.threshold:g}", source)
+        self.metrics.scorer_info.labels(*self._info).set(1)
 
     def _now(self) -> float | None:
         return self.clock() if self.clock is not None else None

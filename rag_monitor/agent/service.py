@@ -64,7 +64,8 @@ from rag_monitor.review.shadow_collector import ShadowMetricsCollector
 from rag_monitor.review.proxy import ExternalView
 from rag_monitor.review.sampler import Sampler, SamplingConfig
 from rag_monitor.review.web import ReviewApp
-from rag_monitor.settings import AgentSettings
+from rag_monitor.review.store_calibration import ThresholdAdopter
+from rag_monitor.settings import AgentSettings, threshold_setting
 from rag_monitor.store import StoreUnavailable, open_store
 from rag_monitor.store.retention import days
 
@@ -253,13 +254,18 @@ class Agent:
 
     def _build_scoring(self) -> None:
         s = self.settings
-        scorer = load_scorer(s.hhem_model_path or None, threshold=s.scorer_threshold or None, torch_threads=s.torch_threads,
+        chosen = threshold_setting(s.scorer_threshold)
+        fixed = chosen if isinstance(chosen, float) else None
+        scorer = load_scorer(s.hhem_model_path or None, threshold=fixed, torch_threads=s.torch_threads,
                              device=s.hhem_device, offline=s.offline_scorer)
         annotate = phoenix_annotator(s.phoenix_url) if s.phoenix_url else None
         self.scoring = ScoringLoop(
             self.store, FaithfulnessWorker(scorer, batch_tokens=s.scorer_batch_tokens), self.metrics,
             self.observer.labels_of, annotate=annotate, holder=self.instance, lease_s=max(5.0, 5 * s.score_interval_s),
+            threshold_source="setting" if fixed is not None else "shipped",
         )
+        # scorer_threshold auto: the shipped threshold until the store's labels suffice (the job ticks it).
+        self.threshold_adopter = ThresholdAdopter(self.store, self.scoring) if chosen == "auto" else None
         # The LLM judge scores the same sampled answers beside the main scorer, under its own name and lease.
         judge = judge_from_settings(s, on_call=judge_metrics(self.metrics))
         self.judging = None if judge is None else ScoringLoop(

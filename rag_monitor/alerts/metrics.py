@@ -139,7 +139,7 @@ class AgentMetrics:
             [*rv, "scorer", "verdict"], registry=r,
         )
         self.faithfulness_scored = Counter("rag_faithfulness_scored_total", "Scored answers, unweighted (for minimum-sample guards).", [*rv, "scorer", "verdict"], registry=r)
-        self.scorer_info = Gauge("rag_scorer_info", "The faithfulness scorers in use (1), with the threshold each flags unsupported answers below; scorer=support-v1 or lexical-v1 means HHEM weights are not configured.", ["scorer", "version", "threshold"], registry=r)
+        self.scorer_info = Gauge("rag_scorer_info", "The faithfulness scorers in use (1), with the threshold each flags unsupported answers below and where it came from (threshold_source: shipped, setting, or calibrated on the store's human labels under scorer_threshold auto); scorer=support-v1 or lexical-v1 means HHEM weights are not configured.", ["scorer", "version", "threshold", "threshold_source"], registry=r)
         self.judge_requests = Counter("rag_judge_requests_total", "LLM judge HTTP calls by outcome (ok, retried, malformed, error).", ["outcome"], registry=r)
         self.judge_latency = Histogram("rag_judge_request_seconds", "LLM judge HTTP call latency.", ["outcome"], buckets=JUDGE_BUCKETS, registry=r)
         self.judge_tokens = Counter("rag_judge_tokens_total", "Tokens the LLM judge consumed, by kind (input, output).", ["kind"], registry=r)

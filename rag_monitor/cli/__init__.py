@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from rag_monitor.cli.calibration import calibrate_from_store
 from rag_monitor.cli.common import apply_log_settings, cli_log_level, store_from_args
 from rag_monitor.cli.signals import drift_reference, drift_report, probes_command, shadow_report_command
 from rag_monitor.cli.store import add_store_commands
@@ -78,6 +79,8 @@ def _export_golden(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.from_store:
+        return calibrate_from_store(args)
     from rag_monitor.faithfulness.thresholds import shipped_calibration
     from rag_monitor.review.calibrate import calibrate, write_html
 
@@ -203,7 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     source = calibrate.add_mutually_exclusive_group(required=True)
     source.add_argument("--golden", help="a golden-set export (uses its human 'faithful' labels and stored scores)")
     source.add_argument("--begin", help="a BEGIN TSV file (human attribution labels), scored now")
-    calibrate.add_argument("--scorer", default="support-v1", help="with --golden: which stored scorer to calibrate")
+    source.add_argument("--from-store", action="store_true",
+                        help="the store's reviewed items of the judge_calibration split, per scorer version and release")
+    _store_options(calibrate)
+    calibrate.add_argument("--split-shares", default="0.6,0.2,0.2", help="with --from-store: as for export golden")
+    calibrate.add_argument("--scorer", default="support-v1", help="with --golden or --from-store: which stored scorer to calibrate")
     calibrate.add_argument("--model", help="with --begin: HHEM model directory (default: the lexical fallback)")
     calibrate.add_argument("--out", default="calibration.html")
     calibrate.set_defaults(run=_calibrate)

@@ -69,6 +69,9 @@ class CalibrationReport:
     recommended_balanced_accuracy: float
     n_bootstrap: int
     reliability: tuple[ReliabilityBin, ...]
+    balanced_accuracy_interval: tuple[float, float] = (float("nan"), float("nan"))
+    roc_auc_interval: tuple[float, float] = (float("nan"), float("nan"))
+    """Bootstrap 95% percentile intervals (the same resamples as the threshold's)."""
 
 
 def _confusion(scores: np.ndarray, supported: np.ndarray, weights: np.ndarray, threshold: float) -> tuple[float, float, float, float]:
@@ -170,12 +173,15 @@ def calibrate(scores: Sequence[float | None], human_supported: Sequence[bool], w
 
     rng = np.random.default_rng(seed)
     boot: list[float] = []
+    boot_bacc: list[float] = []
+    boot_auc: list[float] = []
     for _ in range(n_bootstrap):
         idx = rng.integers(0, len(s), len(s))
         t, _ = _best_threshold(s[idx], y[idx], w[idx])
-        if not math.isnan(t):
+        if not math.isnan(t):  # a resample with both classes
             boot.append(t)
-    interval = (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))) if boot else (float("nan"), float("nan"))
+            boot_bacc.append(_balanced_accuracy(s[idx], y[idx], w[idx], threshold))
+            boot_auc.append(_roc_auc(s[idx], y[idx], w[idx]))
 
     return CalibrationReport(
         scorer=scorer,
@@ -190,11 +196,18 @@ def calibrate(scores: Sequence[float | None], human_supported: Sequence[bool], w
         roc_auc=_roc_auc(s, y, w),
         ece=ece,
         recommended_threshold=best,
-        recommended_interval=interval,
+        recommended_interval=_percentiles(boot),
         recommended_balanced_accuracy=best_bacc,
         n_bootstrap=n_bootstrap,
         reliability=tuple(reliability),
+        balanced_accuracy_interval=_percentiles(boot_bacc),
+        roc_auc_interval=_percentiles(boot_auc),
     )
+
+
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    values = [v for v in values if not math.isnan(v)]
+    return (float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))) if values else (float("nan"), float("nan"))
 
 
 # --- BEGIN ------------------------------------------------------------------------------

@@ -153,5 +153,5 @@ def test_the_agent_says_when_it_has_no_hhem_weights(start_agent, caplog):
     agent = start_agent(hhem_model_path="", offline_scorer="support")
     assert "no HHEM-2.1-Open weights configured" in caplog.text
     shipped = shipped_calibration("support-v1", "1")["threshold"]
-    assert f'rag_scorer_info{{scorer="support-v1",threshold="{shipped:g}",version="1"}} 1.0' in agent.scrape()
+    assert f'rag_scorer_info{{scorer="support-v1",threshold="{shipped:g}",threshold_source="shipped",version="1"}} 1.0' in agent.scrape()
     assert agent.metric_sum("rag_scorer_info", scorer="hhem-2.1-open") == 0

@@ -164,6 +164,6 @@ def test_the_agent_runs_the_judge_beside_its_scorer_with_metrics(start_agent, tm
     assert agent.metric("rag_judge_requests_total", {"outcome": "ok"}) == 1
     assert agent.metric("rag_judge_tokens_total", {"kind": "input"}) == 120
     assert agent.metric("rag_judge_cost_usd_total") == pytest.approx(120 * 2.0 / 1e6)
-    assert agent.metric("rag_scorer_info", {"scorer": "llm-judge-v1", "version": "1", "threshold": "1"}) == 1
+    assert agent.metric("rag_scorer_info", {"scorer": "llm-judge-v1", "version": "1", "threshold": "1", "threshold_source": "shipped"}) == 1
     # The judge's call is not a query of its own: nothing but the app's query was ingested or queued.
     assert agent.metric_sum("rag_queries_total") == 1 and agent.store.queue_depth()["queued"] == 1

@@ -89,13 +89,14 @@ def test_sentences_split_scraped_text_without_spaces():
 
 
 def test_on_real_begin_rows_it_separates_human_labels(scorer):
-    """200 human-labelled BEGIN dev rows (committed subset): the shipped threshold works on them."""
+    """200 human-labelled BEGIN dev rows (committed subset): the score separates them, and the shipped
+    threshold, chosen on RAGTruth's real LLM answers, still works on them (less well than one chosen on BEGIN)."""
     data = load_begin(BEGIN)
     scores = scorer.score(data.premises, data.hypotheses)
     report = calibrate(scores, data.supported, threshold=scorer.threshold, n_bootstrap=0, scorer=scorer.name)
-    # Measured 0.86 balanced accuracy / 0.92 AUC on these rows; the full held-out figures are in
-    # benchmarks/results/faithfulness.json.
-    assert report.balanced_accuracy >= 0.75 and report.roc_auc >= 0.85, report
+    # Measured 0.75 balanced accuracy / 0.89 AUC on these rows; held-out figures at the shipped threshold are in
+    # benchmarks/results/faithfulness_ragtruth_support.json (BEGIN test 0.73).
+    assert report.balanced_accuracy >= 0.65 and report.roc_auc >= 0.85, report
 
 
 def test_without_the_embeddings_extra_the_agent_scores_lexically(monkeypatch):
