@@ -43,7 +43,9 @@ class DriftProfile:
     current_max_age_s: float | None = 3600.0
     min_current: int = 50
     """Fewer current items than this and the run is skipped (recorded as ``skipped``)."""
-    interval_s: float = 300.0
+    interval_s: float = 86400.0
+    """One test per ``interval_s``: a day by default, the shortest at which a 300-permutation MMD
+    test can page within the budget (``detectors/paging.py``)."""
     reference_release: str | None = None
     """Capture the reference from this release only (None: every release)."""
     reference_days: float | None = 7.0
