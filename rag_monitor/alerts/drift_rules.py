@@ -1,4 +1,4 @@
-"""The drift rule: the agent's sequential drift decision, per signal and detector."""
+"""The drift rule: the agent's drift page decision, per signal and detector."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def _drift_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     max_age = _num(parse_duration(d["max_result_age"]))
     alert = _alert(
         t, "RagDriftDetected",
-        # rag_drift_detected is the agent's sequential decision (the e-detector at or above its
-        # threshold), so the rule and the detector agree; the value is the evidence (ln e).
+        # rag_drift_detected is the agent's page decision (a test's ln(1/p) at or above its
+        # threshold), so the rule and the detector agree; the value is that evidence.
         # Replicas run each job under a lock, so max deduplicates.
         f"""
 max by (signal, detector) (rag_drift_evidence)
@@ -37,14 +37,14 @@ and on (signal, detector)
 and on (signal, detector)
 (time() - max by (signal, detector) (rag_drift_last_run_timestamp_seconds) < {max_age})""",
         d["for"], d["severity"],
-        "Sustained drift on {{ $labels.signal }} by {{ $labels.detector }} (evidence ln e = {{ $value | printf \"%.1f\" }}, "
+        "Drift on {{ $labels.signal }} by {{ $labels.detector }} (evidence ln(1/p) = {{ $value | printf \"%.1f\" }}, "
         "at or above its page threshold).",
         f"""
-Meaning: successive non-overlapping windows of this signal (query or retrieved-document embeddings,
-intents) kept rejecting "no drift" against the reference compared at the same hours of the day, and
-their evidence (a CUSUM of e-values; ln e shown) reached the page threshold set for at most one false
-page per 30 days; windows hold at least {d['min_window_items']} items and the verdict is less than
-{d['max_result_age']} old.
+Meaning: the latest window of this signal (query or retrieved-document embeddings, intents), a
+uniform sample of its schedule interval, rejected "no drift" against a fresh draw of the reference at
+the same hours of the day with a p-value at or below the page threshold, set so that false pages
+average at most a tenth of the budget (one per 30 days) whatever the windows share; windows hold at
+least {d['min_window_items']} items and the verdict is less than {d['max_result_age']} old.
 Check first: the annotations name the query cluster that grew and the one that shrank; `rag-monitor
 drift report` lists them with example queries and Phoenix links, and `rag-monitor drift reference
 show` the reference in use; rag_drift_p_value over time shows when windows started to differ;

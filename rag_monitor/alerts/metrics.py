@@ -152,9 +152,9 @@ class AgentMetrics:
         # --- drift ---
         self.drift_statistic = Gauge("rag_drift_statistic", "Latest drift test statistic.", ["signal", "detector"], registry=r)
         self.drift_p_value = Gauge("rag_drift_p_value", "Latest drift test p-value.", ["signal", "detector"], registry=r)
-        self.drift_detected = Gauge("rag_drift_detected", "1 while the sequential decision says drift (evidence at or above its page threshold).", ["signal", "detector"], registry=r)
-        self.drift_evidence = Gauge("rag_drift_evidence", "Natural log of the drift e-detector (CUSUM of e-values over non-overlapping windows).", ["signal", "detector"], registry=r)
-        self.drift_evidence_threshold = Gauge("rag_drift_evidence_threshold", "Natural log of the e-detector's page threshold (from the false-page budget).", ["signal", "detector"], registry=r)
+        self.drift_detected = Gauge("rag_drift_detected", "1 while the latest test pages (its evidence at or above the page threshold).", ["signal", "detector"], registry=r)
+        self.drift_evidence = Gauge("rag_drift_evidence", "Evidence of the latest drift test: ln(1/p), p floored at the test's smallest p-value.", ["signal", "detector"], registry=r)
+        self.drift_evidence_threshold = Gauge("rag_drift_evidence_threshold", "Natural log of the page threshold (from the false-page budget and the schedule): a test pages at p <= 1/threshold.", ["signal", "detector"], registry=r)
         self.drift_top_cluster = Gauge(
             "rag_drift_top_cluster_info",
             "1 for the latest run's most over- (direction=over) and under-represented (under) query cluster: a redacted example and its shares.",

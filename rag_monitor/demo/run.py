@@ -204,7 +204,7 @@ def _drift_profiles(quick: bool) -> dict[str, Any]:
         "reference_size": REFERENCE_SIZE[quick], "current_size": window, "min_current": window,
         "current_max_age_s": None, "interval_s": 3, "options": {"n_permutations": 200},
         "reference_days": None,  # the demo's scripted baseline is its reference (minutes, not a week)
-        "page_threshold": 20,  # two strong windows page (production profiles derive it from the false-page budget)
+        "page_threshold": 200,  # a window at the smallest p-value (1/201) pages; production profiles derive it from the budget
     }]}
 
 
@@ -289,7 +289,7 @@ def _write_report(root: Path, agent: Any, summary: Any, phases: list, alerts: li
     limits = yaml.safe_load((alerts_dir() / "thresholds.yaml").read_text())  # the demo keeps these two
     profile = next(p for p in agent.profiles if p.name == DRIFT_PROFILE)
     return write_report(root / "report", agent, summary, phases, alerts, DRIFT_PROFILE, alpha=profile.alpha,
-                        p_floor=profile.sequential_rule().p_floor,
+                        p_floor=profile.page_rule().p_floor,
                         thresholds={"unsupported": limits["faithfulness"]["max_unsupported_ratio"],
                                     "false_exclusion": limits["filter_false_exclusion"]["max_ratio"]})
 

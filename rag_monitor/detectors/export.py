@@ -1,8 +1,9 @@
-"""Drift runs to Prometheus gauges: the window's test, the sequential evidence and decision, and
-the top changed cluster (an info series the alert's annotation reads).
+"""Drift runs to Prometheus gauges: the window's test, its evidence and page decision, and the top
+changed cluster (an info series the alert's annotation reads).
 
-``rag_drift_detected`` is the *page decision* of the sequential rule (evidence at or above its
-threshold), not one window's ``p < alpha``; the alert rule reads it, so rule and detector agree.
+``rag_drift_detected`` is the *page decision* (the test's evidence ``ln(1/p)`` at or above the
+threshold the false-page budget sets, ``detectors/paging.py``), not one window's ``p < alpha``; the
+alert rule reads it, so rule and detector agree.
 """
 
 from __future__ import annotations

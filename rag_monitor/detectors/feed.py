@@ -7,6 +7,12 @@ windows: ``current`` always, ``reference`` while the query falls in the referenc
 day. A change of embedding model starts a new reference version: vectors of two models are not
 comparable.
 
+The current window is a uniform sample of each schedule interval, not its last minutes: an item
+enters ``current`` with probability ``min(1, 1.25 x current_size / arrivals in the previous
+interval)``, decided by its trace id (content-blind and repeatable), so a window spans the whole
+interval at any traffic, its reference draw comes from every hour of the reservoir, and a burst of
+a few minutes is a few minutes' share of it (schedules under an hour, demos and tests, keep all).
+
 One item per query for every signal: the document signal's item is the mean of the query's
 delivered documents' vectors (normalised), so popular documents repeated across queries do not
 break the permutation test's exchangeability (the unit of the test is the query).
@@ -40,6 +46,11 @@ from rag_monitor.detectors.profiles import (
 from rag_monitor.record import QueryRecord
 
 log = logging.getLogger(__name__)
+
+WINDOW_OVERSAMPLE = 1.25
+"""Items kept per interval, per window item: a full window fills however traffic wobbles between intervals."""
+THINNING_MIN_INTERVAL_S = 3600.0
+"""Schedules shorter than this (demos, tests: seconds) keep every item; their bursts are the point."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +129,8 @@ class DriftFeed:
         self.signals = dict(by_signal)
         self._pending: collections.deque[_Observation] = collections.deque(maxlen=max_pending)
         self._lock = threading.Lock()
+        self._thinning = {signal: WindowThinning(min(p.interval_s for p in ps), WINDOW_OVERSAMPLE * max(p.current_size for p in ps))
+                          for signal, ps in self.signals.items() if min(p.interval_s for p in ps) >= THINNING_MIN_INTERVAL_S}
 
     # --- ingest side: O(1) per record ----------------------------------------------------------
 
@@ -217,9 +230,12 @@ class DriftFeed:
             self.on_reset(signal, model)
             info = None
         try:
-            # current: twice the window, so a full next window fits while the last one is tested
-            self.store.reservoir_add(signal, "current", [it for _, it in items], capacity=2 * current_size,
-                                     max_age_s=max_age, now=now)
+            # current: a uniform sample of each interval; room for two windows, so a full next
+            # window fits while the last one is tested
+            thinning = self._thinning.get(signal)
+            kept = thinning.keep([it for _, it in items]) if thinning else [it for _, it in items]
+            if kept:
+                self.store.reservoir_add(signal, "current", kept, capacity=2 * current_size, max_age_s=max_age, now=now)
             # a new reference version starts with its first item (the meta row is created by that add)
             started_at = info.created_at if info is not None else min(it.added_at for _, it in items)
             if spec["mode"] == "count":
@@ -233,6 +249,41 @@ class DriftFeed:
                                          now=now if info is not None else started_at)
         except ReservoirMismatch as exc:
             log.warning("drift reservoir %s refused items: %s", signal, exc)
+
+
+class WindowThinning:
+    """Keeps about ``target`` items per ``interval_s`` slot, uniformly over the slot.
+
+    The keep probability of a slot is ``target / arrivals in the previous slot`` (1 for the first
+    slot, after a gap, or below the target); an item is kept when the hash of its trace id falls
+    under it, so the choice never looks at content and a replayed item gets the same answer.
+    """
+
+    def __init__(self, interval_s: float, target: float):
+        self.interval_s = float(interval_s)
+        self.target = float(target)
+        self._slot: float | None = None
+        self._arrivals = 0
+        self._previous = 0
+
+    def keep(self, items: list) -> list:
+        out = []
+        for item in sorted(items, key=lambda it: it.added_at):
+            slot = (item.added_at // self.interval_s) * self.interval_s
+            if self._slot is None or slot > self._slot:
+                self._previous = self._arrivals if self._slot is not None and slot == self._slot + self.interval_s else 0
+                self._slot, self._arrivals = slot, 0
+            self._arrivals += 1
+            if self._previous <= self.target or _unit_hash(item.trace_id) < self.target / self._previous:
+                out.append(item)
+        return out
+
+
+def _unit_hash(trace_id: str) -> float:
+    """A trace id's position in [0, 1), uniform for random ids (a stable hash, not Python's salted one)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(trace_id.encode(), digest_size=8).digest(), "big") / 2**64
 
 
 def query_unit(vectors) -> list[float]:

@@ -1,10 +1,10 @@
 """Scheduled drift runs: once per profile and schedule slot, across every replica.
 
 Each run tests the next non-overlapping window of new items (at least ``min_current``, at most
-the newest ``current_size``) against reference items drawn at the window's hours, updates the
-profile's sequential evidence (``detectors/sequential.py``) and names what changed
-(``detectors/explain.py``). The result records the reference, the seed, the window's span, the
-p-value, the evidence and the page decision.
+the newest ``current_size``) against a fresh draw of reference items at the window's hours, decides
+whether it pages (``detectors/paging.py``) and names what changed (``detectors/explain.py``). The
+result records the reference, the seed, the window's span, the p-value, the evidence and the page
+decision.
 
 A run belongs to the slot ``floor(now / interval) * interval``. ``Store.claim_run`` lets exactly
 one replica take a slot (a unique row in the store). Replicas try the current slot several times
@@ -53,7 +53,7 @@ def fire_interval_s(profile: DriftProfile) -> float:
 
 
 def _previous(store, profile: DriftProfile, version: int) -> dict | None:
-    """The latest tested window of this profile on this reference version (for its end and evidence)."""
+    """The latest tested window of this profile on this reference version (where the next one starts)."""
     for run in store.drift_runs(profile.name, limit=5, tested=True):
         result = run.result or {}
         if result.get("status") in ("done", "degenerate") and result.get("reference", {}).get("version") == version:
@@ -77,16 +77,41 @@ def _example_queries(store, trace_ids: list[str]) -> list[dict]:
     return out
 
 
-def test_window(store, profile: DriftProfile, now: float) -> dict:
-    """Test the next full, non-overlapping window against the hour-matched reference.
+def draw_reference(profile: DriftProfile, reference, current_times, seed: int):
+    """A fresh draw of reference items at the window's hours: ``(values, trace ids, match_hours)``.
 
-    Returns the result to store (``status`` ``done``, ``degenerate`` or ``skipped``).
+    ``reference`` is a store window (``values``, ``times``, ``trace_ids``). Every test draws anew
+    (from its own ``seed``), so given the reservoir the tests are independent of each other.
     """
     import numpy as np
 
+    from rag_monitor.detectors.references import matched_reference
+
+    chosen, match_hours = matched_reference(reference.times, current_times, season=profile.season,
+                                            ratio=profile.reference_ratio, rng=np.random.default_rng(seed))
+    if profile.signal in EMBEDDING_SIGNALS:
+        matched = reference.values[chosen]
+    else:
+        matched = [reference.values[i] for i in chosen]
+    return matched, [reference.trace_ids[i] for i in chosen], match_hours
+
+
+def score_window(profile: DriftProfile, matched, current, seed: int):
+    """The profile's detector on ``matched`` (reference) against ``current``: a ``DriftResult``."""
+    detector = profile.build_detector()
+    if hasattr(detector, "seed") and "seed" not in profile.options:
+        detector.seed = seed
+    return detector.fit(matched).predict(current)
+
+
+def test_window(store, profile: DriftProfile, now: float) -> dict:
+    """Test the next full, non-overlapping window against a fresh hour-matched reference draw.
+
+    Returns the result to store (``status`` ``done``, ``degenerate`` or ``skipped``).
+    """
     from rag_monitor.detectors.base import DegenerateWindowError, fresh_seed
     from rag_monitor.detectors.explain import category_shifts, cluster_shifts
-    from rag_monitor.detectors.references import capture_period, describe, is_complete, matched_reference
+    from rag_monitor.detectors.references import capture_period, describe, is_complete
 
     base = {"signal": profile.signal, "detector": profile.detector}
     spec = store.reference_spec(profile.signal) or profile.default_reference()
@@ -107,35 +132,22 @@ def test_window(store, profile: DriftProfile, now: float) -> dict:
     keep = slice(-profile.current_size, None)
     current, current_ids, current_times = window.values[keep], window.trace_ids[keep], window.times[keep]
     seed = fresh_seed()
-    rng = np.random.default_rng(seed)
-    chosen, match_hours = matched_reference(reference.times, current_times, season=profile.season,
-                                            ratio=profile.reference_ratio, rng=rng)
-    if profile.signal in EMBEDDING_SIGNALS:
-        matched = reference.values[chosen]
-    else:
-        matched = [reference.values[i] for i in chosen]
-    matched_ids = [reference.trace_ids[i] for i in chosen]
-    rule = profile.sequential_rule()
-    log_evidence = float(previous["log_evidence"]) if previous else 0.0
+    rule = profile.page_rule()
     result = {
         **base,
         "reference": {**spec, "version": reference.version, "started_at": started_at,
                       "description": describe(spec, started_at), "size": len(reference.trace_ids)},
         "window_start": float(current_times[0]), "window_end": float(window.times[-1]),
-        "season": profile.season, "match_hours": match_hours, "seed": seed,
-        "page_threshold": rule.threshold,
+        "season": profile.season, "seed": seed, "page_threshold": rule.threshold,
     }
-    detector = profile.build_detector()
-    if hasattr(detector, "seed") and "seed" not in profile.options:
-        detector.seed = seed
+    matched, matched_ids, result["match_hours"] = draw_reference(profile, reference, current_times, seed)
     try:
-        verdict = detector.fit(matched).predict(current)
+        verdict = score_window(profile, matched, current, seed)
     except DegenerateWindowError as exc:
-        # No p-value means anything: the evidence stays where it was, the verdict says why.
+        # No p-value means anything: no evidence, no page; the verdict says why.
         return {**result, "status": "degenerate", "reason": str(exc), "n_reference": len(matched_ids),
-                "n_current": len(current_ids), "log_evidence": log_evidence,
-                "decision": bool(previous and previous.get("decision"))}
-    log_evidence = rule.update(log_evidence, verdict.p_value)
+                "n_current": len(current_ids), "log_evidence": 0.0, "decision": False}
+    log_evidence = rule.log_evidence(verdict.p_value)
     result.update({f.name: getattr(verdict, f.name) for f in dataclasses.fields(verdict) if f.name != "metadata"})
     result["metadata"] = {k: v for k, v in verdict.metadata.items() if isinstance(v, (int, float, str, bool)) or v is None}
     result.update(status="done", log_evidence=log_evidence, decision=rule.pages(log_evidence))

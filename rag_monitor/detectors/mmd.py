@@ -256,8 +256,8 @@ class MMDDrift(EmbeddingDriftDetector):
     Parameters
     ----------
     alpha
-        Significance level of one window's test (the sequential page decision is separate,
-        see ``rag_monitor.detectors.sequential``).
+        Significance level of one window's test (the page decision is separate, see
+        ``rag_monitor.detectors.paging``).
     signal
         Name of the watched signal, copied into results.
     n_permutations

@@ -5,7 +5,8 @@ and a false-page budget. The reference is a uniform reservoir of ``reference_siz
 the first ``reference_days`` days after it (re)starts (see ``detectors/references.py``; the CLI
 can pin it to a release or a time range); each run tests the next non-overlapping window of
 ``min_current`` to ``current_size`` new items against reference items drawn at the same hours
-(``season``), and the page decision is sequential (``detectors/sequential.py``).
+(``season``); a test pages when its p-value clears the threshold its schedule and false-page
+budget set (``detectors/paging.py``).
 
 Usage::
 
@@ -42,7 +43,9 @@ class DriftProfile:
     current_max_age_s: float | None = 3600.0
     min_current: int = 50
     """Fewer current items than this and the run is skipped (recorded as ``skipped``)."""
-    interval_s: float = 300.0
+    interval_s: float = 86400.0
+    """One test per ``interval_s``: a day by default, the shortest at which a 300-permutation MMD
+    test can page within the budget (``detectors/paging.py``)."""
     reference_release: str | None = None
     """Capture the reference from this release only (None: every release)."""
     reference_days: float | None = 7.0
@@ -53,9 +56,9 @@ class DriftProfile:
     reference_ratio: float = 2.0
     """Reference items drawn per current item (at matching hours), as many as the reference holds."""
     false_pages_per_30d: float = 1.0
-    """The false-page budget the sequential decision is set for."""
+    """The false-page budget the page rule is set for (it keeps the expected rate at a tenth of it)."""
     page_threshold: float | None = None
-    """The e-detector's page threshold; None derives it from the budget and ``interval_s``."""
+    """A test pages at ``p <= 1 / page_threshold``; None derives it from the budget and ``interval_s``."""
     options: dict[str, Any] = field(default_factory=dict)
     """Extra detector arguments (e.g. ``n_permutations`` for MMD)."""
 
@@ -83,15 +86,21 @@ class DriftProfile:
             raise ValueError(f"profile {self.name!r}: reference_ratio and false_pages_per_30d must be positive")
         if self.page_threshold is not None and not self.page_threshold > 1:
             raise ValueError(f"profile {self.name!r}: page_threshold must exceed 1")
+        self.page_rule()  # refuse a profile that could never page
 
-    def sequential_rule(self):
-        from rag_monitor.detectors.sequential import SequentialRule
+    def page_rule(self):
+        """When a test of this profile pages (``ValueError`` when no p-value it can report would)."""
+        from rag_monitor.detectors.paging import NO_FLOOR, PageRule
 
-        p_floor = 1.0 / (1 + int(self.options.get("n_permutations", 300))) if self.detector == "mmd" else 1 / 301
-        if self.page_threshold is not None:
-            return SequentialRule(p_floor=p_floor, threshold=self.page_threshold)
-        return SequentialRule.from_budget(interval_s=self.interval_s, false_pages_per_30d=self.false_pages_per_30d,
-                                          p_floor=p_floor)
+        # MMD's permutation p-value is at least 1/(1+P); the other tests' p-values are asymptotic
+        p_floor = 1.0 / (1 + int(self.options.get("n_permutations", 300))) if self.detector == "mmd" else NO_FLOOR
+        try:
+            if self.page_threshold is not None:
+                return PageRule(p_floor=p_floor, threshold=self.page_threshold)
+            return PageRule.from_budget(interval_s=self.interval_s, false_pages_per_30d=self.false_pages_per_30d,
+                                        p_floor=p_floor)
+        except ValueError as exc:
+            raise ValueError(f"profile {self.name!r}: {exc}") from None
 
     def default_reference(self) -> dict[str, Any]:
         """The reference spec used until ``rag-monitor drift reference set`` replaces it."""

@@ -1,6 +1,6 @@
 """``rag-monitor drift report``: the current windows explained, for a person.
 
-Writes a directory with ``index.html`` (per profile: the sequential decision and its evidence,
+Writes a directory with ``index.html`` (per profile: the page decision and its evidence,
 the last window's p-value and seed, the reference in use, and the query clusters that grew or
 shrank with redacted example queries linked to their traces in Phoenix) and one Evidently report per
 signal (``evidently-<signal>.html``: embeddings drift for vector signals, a data-drift table for

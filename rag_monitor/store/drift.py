@@ -285,7 +285,7 @@ class DriftRuns:
 
     def list(self, profile: str | None = None, *, limit: int = 100, tested: bool = False) -> list[DriftRun]:
         """Most recent first; ``tested``: only runs that tested a window (their result carries
-        the sequential evidence), skipping the many runs that waited for one."""
+        the page evidence), skipping the many runs that waited for one."""
         r = drift_runs
         stmt = sa.select(r).order_by(r.c.scheduled_for.desc(), r.c.id.desc()).limit(limit)
         if profile is not None:

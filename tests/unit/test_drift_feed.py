@@ -1,13 +1,14 @@
-"""The drift feed and runs: a reference period, non-overlapping windows, a sequential page, a model change."""
+"""The drift feed and runs: a reference period, non-overlapping windows, a page, a model change, window thinning."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 
-from rag_monitor.detectors.feed import DriftFeed
+from rag_monitor.detectors.feed import DriftFeed, WindowThinning
 from rag_monitor.detectors.jobs import run_profile
 from rag_monitor.detectors.profiles import DriftProfile
 from rag_monitor.record import QueryRecord
@@ -67,8 +68,12 @@ def test_count_reference_non_overlapping_windows_and_a_model_change(tmp_path):
 def test_period_reference_with_a_daily_cycle_and_document_unit_is_the_query(tmp_path):
     """Reference = first day (hourly topic cycle); later windows at matching hours do not drift."""
     store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    # 99 permutations cannot reach the budget's threshold at one test an hour (p <= 1/7200): refused
+    with pytest.raises(ValueError, match=r"profile 'd': no test can page: .*at least 7199 permutations"):
+        DriftProfile("d", "document_embedding", "mmd", interval_s=HOUR, options={"n_permutations": 99})
     profile = DriftProfile("d", "document_embedding", "mmd", reference_size=2000, current_size=60, min_current=60,
-                           current_max_age_s=None, interval_s=HOUR, reference_days=1.0, options={"n_permutations": 99})
+                           current_max_age_s=None, interval_s=HOUR, reference_days=1.0, options={"n_permutations": 99},
+                           page_threshold=100)
     now = [0.0]
     feed = DriftFeed(store, [profile], embedder=None, clock=lambda: now[0])
 
@@ -98,16 +103,44 @@ def test_period_reference_with_a_daily_cycle_and_document_unit_is_the_query(tmp_
     assert min(p_values) > 0.01 and not result["decision"]
     assert max(unmatched_p_values) < 0.05  # without hour matching the daily cycle reads as drift
 
-    # A clear shift pages after the windows the default budget needs at the smallest p-value
-    # (threshold 10 x 720 windows a month; p_floor 1/100 with 99 permutations: 5 windows).
-    rule = profile.sequential_rule()
-    assert rule.threshold == pytest.approx(7200) and rule.min_windows_to_page == 5
-    decisions = []
-    for hour in range(30, 36):
+    # A clear shift pages at its first window: p at the floor 1/100 meets the threshold 100
+    assert profile.page_rule().threshold == 100
+    results = []
+    for hour in range(30, 33):
         now[0] = (hour + 1) * HOUR
         feed.offer(hour_of_traffic(hour, shift=3.0))
         feed.tick(batch=100)
-        decisions.append(run_profile(store, profile, holder="t", now=now[0])["decision"])
-    first = decisions.index(True)  # the 5th window (the 4th if the no-drift windows left evidence above 1)
-    assert first in (3, 4) and all(decisions[first:])
+        results.append(run_profile(store, profile, holder="t", now=now[0]))
+    assert [r["p_value"] for r in results] == [pytest.approx(1 / 100)] * 3
+    assert all(r["decision"] for r in results)
+    assert results[0]["log_evidence"] == pytest.approx(math.log(100))
     store.close()
+
+
+def test_the_window_is_a_uniform_sample_of_each_interval_at_any_traffic():
+    """At 20x the window's rate the current window still spans its whole interval, not the last minutes."""
+    from rag_monitor.store import ReservoirItem
+
+    thinning = WindowThinning(HOUR, target=125)
+    rng = np.random.default_rng(7)
+    kept_per_hour, spans = [], []
+    for hour in range(6):
+        times = np.sort(rng.uniform(hour * HOUR, (hour + 1) * HOUR, size=2500))
+        items = [ReservoirItem(f"{rng.integers(2**63):032x}", value="x", added_at=float(t)) for t in times]
+        kept = []
+        for start in range(0, len(items), 300):  # the feed's ticks hand over batches
+            kept += thinning.keep(items[start:start + 300])
+        kept_per_hour.append(len(kept))
+        spans.append((min(it.added_at for it in kept) - hour * HOUR, (hour + 1) * HOUR - max(it.added_at for it in kept)))
+    assert kept_per_hour[0] == 2500  # no previous interval to size it by: everything
+    # then Binomial(2500, 125/2500): 125 +- 11; 4.5 sd either side
+    assert all(75 <= k <= 175 for k in kept_per_hour[1:]), kept_per_hour
+    assert all(head < 300 and tail < 300 for head, tail in spans[1:])  # within 5 minutes of both ends
+    # the choice is the trace id's, not the content's or the batch's: the same ids, the same answer
+    def kept_ids(content: str, batch: int) -> list[str]:
+        thinning = WindowThinning(HOUR, target=125)
+        thinning.keep([ReservoirItem(f"{i:032x}", value="x", added_at=5 * HOUR + i) for i in range(2500)])
+        probe = [ReservoirItem(f"{i:032x}", value=f"{content}{i}", added_at=6 * HOUR + i) for i in range(2500)]
+        return [it.trace_id for start in range(0, 2500, batch) for it in thinning.keep(probe[start:start + batch])]
+
+    assert kept_ids("a", 2500) == kept_ids("b", 97) and 75 <= len(kept_ids("a", 2500)) <= 175

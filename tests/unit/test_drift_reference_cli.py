@@ -1,37 +1,32 @@
-"""`rag-monitor drift reference show | set | reset`, the sequential rule's arithmetic, and the report."""
+"""`rag-monitor drift reference show | set | reset`, the page rule's arithmetic, and the report."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from rag_monitor.cli import main as cli
 from rag_monitor.detectors.feed import DriftFeed
 from rag_monitor.detectors.jobs import run_profile
+from rag_monitor.detectors.paging import PageRule
 from rag_monitor.detectors.profiles import load_profiles
-from rag_monitor.detectors.sequential import SequentialRule
 from rag_monitor.record import QueryRecord
 from rag_monitor.store import open_store
 
 
-def test_sequential_rule_from_the_budget():
-    rule = SequentialRule.from_budget(interval_s=3600, false_pages_per_30d=1, p_floor=1 / 301)
-    assert rule.threshold == pytest.approx(7200)  # 10 x 720 windows per 30 days
-    assert rule.min_windows_to_page == 3
-    # the calibrator is an e-value: E[e] <= 1 for a uniform p-value (1 without the floor;
-    # the floor caps e below p_floor, which leaves 1 - (1 - kappa) p_floor^kappa)
-    grid = (np.arange(200_000) + 0.5) / 200_000
-    kappa, floor = rule.kappa, rule.p_floor
-    expected = 1 - (1 - kappa) * floor**kappa
-    assert np.mean([math.exp(rule.log_e_value(p)) for p in grid]) == pytest.approx(expected, abs=0.01)
-    assert expected < 1
-    evidence = 0.0
-    for p in (1 / 301, 1 / 301):
-        evidence = rule.update(evidence, p)
-    assert not rule.pages(evidence) and rule.pages(rule.update(evidence, 1 / 301))
-    assert rule.update(-5.0, 1.0) == pytest.approx(rule.log_e_value(1.0))  # the CUSUM restarts from 1
+def test_page_rule_from_the_budget():
+    daily = PageRule.from_budget(interval_s=86400, false_pages_per_30d=1, p_floor=1 / 301)
+    assert daily.threshold == pytest.approx(300)  # 10 x 30 tests per 30 days
+    assert daily.expected_false_pages_per_30d(86400) == pytest.approx(0.1)
+    assert daily.pages(daily.log_evidence(1 / 301)) and not daily.pages(daily.log_evidence(2 / 301))
+    assert daily.log_evidence(0.0) == pytest.approx(math.log(301))  # floored at the smallest p-value
+    assert daily.log_evidence(2.0) == 0.0
+    # hourly at the same budget needs p <= 1/7200: out of reach of 300 permutations, so refused
+    with pytest.raises(ValueError, match="no test can page: the smallest p-value is 0.00332 .* at least 7199 permutations"):
+        PageRule.from_budget(interval_s=3600, false_pages_per_30d=1, p_floor=1 / 301)
+    hourly = PageRule.from_budget(interval_s=3600, false_pages_per_30d=1)  # asymptotic tests have no floor
+    assert hourly.threshold == pytest.approx(7200) and hourly.pages(hourly.log_evidence(1e-4))
 
 
 def records(n, t0, intent="billing", start=0):
