@@ -174,7 +174,7 @@ def test_hidden_records_are_not_embedded_for_drift(tmp_path):
         embedded.extend(texts)
         return [[1.0, 0.0] for _ in texts]
 
-    profiles = [DriftProfile(n, s, "mmd", reference_size=10, current_size=10, min_current=2, current_max_age_s=None, interval_s=1)
+    profiles = [DriftProfile(n, s, "mmd", reference_size=10, current_size=10, min_current=2, current_max_age_s=None, interval_s=1, page_threshold=20)
                 for n, s in (("q", "query_embedding"), ("d", "document_embedding"))]
     store = open_store(f"sqlite:///{tmp_path / 's.db'}")
     try:
