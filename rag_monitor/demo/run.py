@@ -53,7 +53,8 @@ SIMULATED_TOKEN = "demo-simulated-reviewer-token"
 DEMO_OVERRIDES: dict[str, Any] = {
     "faithfulness.window": "30s", "faithfulness.for": "2s", "faithfulness.min_scored": 5,
     "latency.window": "20s", "latency.p95_for": "2s", "latency.p99_for": "2s", "latency.min_queries": 5,
-    "latency.p95_slo_seconds": 0.3, "latency.p99_slo_seconds": 1.5,
+    # r2 adds 0.5 s to every query; r1 has no scripted delay, but on a busy machine its p95 passed 0.3 s.
+    "latency.p95_slo_seconds": 0.45, "latency.p99_slo_seconds": 1.5,
     "filter_false_exclusion.for": "2s", "filter_false_exclusion.min_eligible": 3,
     "regeneration.window": "30s", "regeneration.season": "1m",
     "regeneration.min_queries": 5, "regeneration.for": "2s",

@@ -238,7 +238,7 @@ def test_quick_demo_tells_the_story(tmp_path, app, corpus, monkeypatch, capsys):
     assert all(labels.get("suspected_release") != "r1" for labels in overlap_pages), overlap_pages
     for name in ("RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh"):
         assert name in by_name, sorted(by_name)
-        assert by_name[name]["labels"]["triage"] == "regression"
+        assert by_name[name]["labels"]["triage"] == "regression", (name, by_name[name]["labels"])
         assert by_name[name]["labels"].get("suspected_release") == "r2"
 
 
