@@ -31,8 +31,14 @@ _secrets: set[str] = set()
 _lock = threading.Lock()
 
 
+def _bare_userinfo_is_token(scheme: str) -> bool:
+    """``https://TOKEN@host`` carries a token; ``postgresql://postgres@host`` a user name (which,
+    masked in every log line, would also turn ``postgresql`` into ``***ql``)."""
+    return scheme.lower() in ("http", "https")
+
+
 def mask_url(url: str) -> str:
-    """``url`` with the password (and a bare token in the userinfo) replaced by ``***``."""
+    """``url`` with the password (and a bare token in an HTTP userinfo) replaced by ``***``."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -40,19 +46,22 @@ def mask_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     userinfo, host = parts.netloc.rsplit("@", 1)
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}" if ":" in userinfo else f"{MASK}@{host}"))
+    if ":" in userinfo:
+        return urlunsplit(parts._replace(netloc=f"{userinfo.split(':', 1)[0]}:{MASK}@{host}"))
+    return urlunsplit(parts._replace(netloc=f"{MASK}@{host}")) if _bare_userinfo_is_token(parts.scheme) else url
 
 
 def _url_secret(url: str) -> str | None:
     try:
-        netloc = urlsplit(url).netloc
+        parts = urlsplit(url)
     except ValueError:
         return None
-    if "@" not in netloc:
+    if "@" not in parts.netloc:
         return None
-    userinfo = netloc.rsplit("@", 1)[0]
-    return userinfo.split(":", 1)[1] if ":" in userinfo else userinfo
+    userinfo = parts.netloc.rsplit("@", 1)[0]
+    if ":" in userinfo:
+        return userinfo.split(":", 1)[1]
+    return userinfo if _bare_userinfo_is_token(parts.scheme) else None
 
 
 def display_setting(name: str, value: Any) -> str:

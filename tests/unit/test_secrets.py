@@ -96,3 +96,15 @@ def test_log_records_mask_every_secret(caplog, monkeypatch):
     for secret in secrets:
         assert secret not in caplog.text and secret not in mask(f"x {secret} y")
     assert "***" in caplog.text
+
+
+def test_a_database_user_name_is_not_a_secret_but_an_http_token_is():
+    """A bare user in a database URL is a name (masking it turned every ``postgresql`` into
+    ``***ql`` in the logs); a bare userinfo in an HTTP URL is a token."""
+    from rag_monitor.masking import _url_secret, mask_url
+
+    assert _url_secret("postgresql+psycopg://postgres@127.0.0.1:5432/rag") is None
+    assert mask_url("postgresql+psycopg://postgres@127.0.0.1:5432/rag") == "postgresql+psycopg://postgres@127.0.0.1:5432/rag"
+    assert _url_secret("postgresql+psycopg://rag:pw-secret@db/rag") == "pw-secret"
+    assert _url_secret("https://s3cr3t-token@phoenix.example") == "s3cr3t-token"
+    assert mask_url("https://s3cr3t-token@phoenix.example/v1") == "https://***@phoenix.example/v1"
