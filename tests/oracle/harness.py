@@ -23,6 +23,7 @@ import yaml
 
 from rag_monitor.simulate import Traffic
 from rag_monitor.estimators import ht_ratio_se, weighted_rate
+from rag_monitor.settings import AgentSettings
 from rag_monitor.simulate.oracle import Samples, compare
 from tests.services import free_port, wait_until
 
@@ -425,13 +426,15 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
         checks.append(Check(f"weighted unsupported rate {variant}", est["estimate"], exported, same))
     # False exclusions from the reviews: the exported ratio is the weighted share, per release, of
     # the queries users were served (a shadow pair's filters served nobody).
+    # Releases past the agents' newest `top_releases` fold into `other`, as in every family.
     weights = {r["trace_id"]: r["weight"] for r in review_items if not r["pair_trace_id"]}
+    labelled = set(truth.newest_releases(AgentSettings.top_releases))
     per_release: dict[str, list[float]] = {}
     for trace_id, w in weights.items():
         q = by_trace.get(trace_id)
         verdict = truth.false_exclusion(q) if q else None
         if verdict is not None:
-            c = per_release.setdefault(q.release, [0.0, 0.0])
+            c = per_release.setdefault(q.release if q.release in labelled else "other", [0.0, 0.0])
             c[0] += w
             c[1] += w * verdict
     for release, (eligible, excluded) in sorted(per_release.items()):
