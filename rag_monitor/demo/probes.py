@@ -94,7 +94,7 @@ class RetrievalHook:
         self.app = app
 
     def record_phase(self, store: Any, phase: str, release: str, deployed_at: float) -> None:
-        self.phases.append(probe_phase(store, phase, release, deployed_at))
+        self.phases.append(probe_phase(store, phase, release, deployed_at, probes=len(probe_queries(self.app.corpus))))
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -119,14 +119,19 @@ class ProbePhase:
     changed: int
 
 
-def probe_phase(store: Any, phase: str, release: str, deployed_at: float, timeout_s: float = 20.0) -> ProbePhase:
-    """Wait for a probe run that started after ``deployed_at`` and read its comparisons from the store."""
+def probe_phase(store: Any, phase: str, release: str, deployed_at: float, timeout_s: float = 60.0,
+                probes: int = 1) -> ProbePhase:
+    """The latest probe run that started after ``deployed_at`` and compared ``probes`` probes (on a
+    busy machine a run can fail some on a timeout), read from the store; waits up to ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    run = store.probes.latest_run()
-    while (run is None or run.started_at <= deployed_at) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    results: list = []
+    while True:
         run = store.probes.latest_run()
-    results = store.probes.results(run.id) if run is not None and run.started_at > deployed_at else []
+        if run is not None and run.started_at > deployed_at:
+            results = store.probes.results(run.id)
+        if len(results) >= probes or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     return ProbePhase(phase, release, mean([r.jaccard for r in results]), mean([r.rbo for r in results]), len(results),
                       sum(r.latest_ids != r.baseline_ids for r in results))
