@@ -68,11 +68,16 @@ def _success_body(rejected: int, error_message: str, media_type: str) -> tuple[b
     return json_format.MessageToJson(response, indent=None).encode(), JSON
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refusing early when it is over ``limit`` bytes on the wire."""
+def _refuse_declared_over(request: Request, limit: int) -> None:
+    """BodyTooLarge before reading when the declared length is over ``limit``."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"request body of {declared} bytes is over the limit of {limit} bytes")
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refusing early when it is over ``limit`` bytes on the wire."""
+    _refuse_declared_over(request, limit)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -109,9 +114,7 @@ async def _read_at_once(request: Request, limit: int, within_s: float) -> bytes 
     """The body if it arrives at once, else None: its first chunk within ``within_s``, and either
     the whole body or a bulk chunk. A trickling client's first chunk is a few bytes, so it is
     refused on sight instead of holding an express slot for ``within_s``."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"request body of {declared} bytes is over the limit of {limit} bytes")
+    _refuse_declared_over(request, limit)
     deadline = asyncio.get_running_loop().time() + within_s
     message = await asyncio.wait_for(request.receive(), within_s)
     if message["type"] != "http.request":
