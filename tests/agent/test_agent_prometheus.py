@@ -30,7 +30,8 @@ def test_prometheus_p95_within_one_bucket(running_agent, tmp_path):
     latencies = sorted(rng.lognormvariate(-1.2, 0.6) for _ in range(400))
     true_p95 = latencies[int(0.95 * len(latencies)) - 1]
 
-    monitor = rag_monitor.init(service_name="svc", endpoint=running_agent.otlp_url, release="r1")
+    # 400 queries in one batch: on a busy machine ingesting them takes longer than the SDK's 2 s default.
+    monitor = rag_monitor.init(service_name="svc", endpoint=running_agent.otlp_url, release="r1", export_timeout_s=30)
     try:
         start = 1_700_000_000_000_000_000
         for i, seconds in enumerate(latencies):
