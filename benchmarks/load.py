@@ -230,18 +230,19 @@ def _percentiles(values: list[float]) -> dict[str, float] | None:
 class Agent:
     """``python -m rag_monitor.cli agent`` configured by environment (as tests/agents.py's AgentProcess)."""
 
-    def __init__(self, data_dir: str):
+    def __init__(self, data_dir: str, settings: dict[str, str] | None = None):
         self.otlp_port, self.http_port = free_port(), free_port()
         env = dict(os.environ, RAG_MONITOR_DATA_DIR=data_dir, RAG_MONITOR_OTLP_PORT=str(self.otlp_port),
                    RAG_MONITOR_HTTP_PORT=str(self.http_port), RAG_MONITOR_HHEM_MODEL_PATH="",
                    RAG_MONITOR_DETECTOR_PROFILES="")
+        env.update(settings or {})
         self.log = open(f"{data_dir}.log", "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "rag_monitor.cli", "agent"], env=env, cwd=ROOT,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         import psutil
 
         self.ps = psutil.Process(self.proc.pid)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # torch and the embedder load slowly on a busy machine
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"agent exited: {open(self.log.name).read()[-3000:]}")
@@ -267,6 +268,8 @@ class Agent:
                     out["received"] = s.value
                 elif s.name == "rag_agent_ingest_errors_total":
                     out[f"error:{s.labels.get('reason')}"] = s.value
+                elif s.name == "rag_queries_total":
+                    out["queries"] = out.get("queries", 0) + s.value
                 elif s.name == "rag_agent_traces_pending":
                     out["pending"] = s.value
                 elif s.name == "rag_agent_spans_dropped_total":

@@ -104,6 +104,7 @@ class Agent:
                 prune_batch_rows=s.prune_batch_rows,
                 busy_timeout_s=s.store_timeout_s, connect_timeout_s=s.store_timeout_s,
             )
+            self.store.prepare_recent()
             self.jobs.try_lock = self.store.try_lock
             self._build_drift()
             self._build_ingest()

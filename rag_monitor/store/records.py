@@ -15,6 +15,7 @@ from rag_monitor.record import QueryRecord
 from .engine import Database
 from .models import FeedbackEvent, ReviewItem, Score, dump_json, now_s, record_json
 from .hot import decode_record, encode_record, referenced
+from .partitions import SlotPartitions
 from .schema import feedback, recent_documents, recent_records, review_items, score_sums, scorer_progress, scores
 
 
@@ -41,6 +42,8 @@ class RecentRecords:
             .returning(recent_records.c.trace_id)
         )
         self._put_document = db.insert(recent_documents).on_conflict_do_nothing(index_elements=["content_hash", "slot"])
+        self._partitions = None if db.is_sqlite else SlotPartitions(db, self.slot_s)
+        """On PostgreSQL each slot is a partition, dropped whole (``store/partitions.py``)."""
 
     def slot_of(self, start_ns: int, now: float) -> int:
         """The slot of a trace that started at ``start_ns`` (epoch ns), seen at ``now``."""
@@ -91,12 +94,26 @@ class RecentRecords:
         with self._db.read() as conn:
             return conn.execute(sa.select(sa.func.count()).select_from(recent_records)).scalar_one()
 
+    def prepare(self, now: float | None = None) -> None:
+        """Create the partitions of the slots a write may pick from ``now`` until well after the
+        next pruning run (a no-op on SQLite)."""
+        if self._partitions is not None:
+            now = now_s() if now is None else now
+            self._partitions.ensure(self.slot_of(0, now), int(now) + 3 * self.slot_s)
+
     def prune(self, now: float | None = None) -> int:
-        """Drop the slots that ended ``ttl_s`` ago; returns how many records went."""
-        cutoff = (now_s() if now is None else now) - self.ttl_s - self.slot_s
+        """Drop the slots that ended ``ttl_s`` ago; returns how many records went. On PostgreSQL
+        their partitions are dropped (and the coming slots' created); what sits in the default
+        partition, and everything on SQLite, goes by an indexed ``DELETE``."""
+        now = now_s() if now is None else now
+        cutoff = int(now - self.ttl_s - self.slot_s)
+        dropped = 0
+        if self._partitions is not None:
+            self.prepare(now)
+            dropped = self._partitions.drop_through(cutoff)["recent_records"]
         with self._db.write() as conn:
             conn.execute(sa.delete(recent_documents).where(recent_documents.c.slot <= cutoff))
-            return conn.execute(sa.delete(recent_records).where(recent_records.c.slot <= cutoff)).rowcount
+            return dropped + conn.execute(sa.delete(recent_records).where(recent_records.c.slot <= cutoff)).rowcount
 
 
 def slot_seconds(ttl_s: float) -> int:

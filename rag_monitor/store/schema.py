@@ -38,6 +38,8 @@ recent_records = sa.Table(
     sa.Column("record", sa.LargeBinary, nullable=False),
     sa.Column("added_at", sa.Double, nullable=False),
     sa.Index(None, "slot"),
+    # One partition per slot on PostgreSQL, dropped whole when it expires (``store/partitions.py``).
+    postgresql_partition_by="RANGE (slot)",
 )
 
 recent_documents = sa.Table(
@@ -49,6 +51,7 @@ recent_documents = sa.Table(
     sa.Column("slot", sa.BigInteger, primary_key=True),
     sa.Column("content", sa.Text, nullable=False),
     sa.Index(None, "slot"),
+    postgresql_partition_by="RANGE (slot)",
 )
 
 OPEN_REVIEW_WORK = "state <> 'reviewed' AND queue <> 'score'"

@@ -156,6 +156,11 @@ class Store(CoordinationMethods, SessionMethods):
     def recent_count(self) -> int:
         return self._recent.count()
 
+    def prepare_recent(self, *, now: float | None = None) -> None:
+        """Create the coming time slots' partitions of the recent-records cache (PostgreSQL; the
+        pruning job does it too): a replica's first writes land in their own slot's partition."""
+        self._recent.prepare(now)
+
     def prune_recent(self, *, now: float | None = None) -> int:
         """Drop cached records older than ``recent_ttl_s``; returns how many."""
         return self._recent.prune(now)

@@ -5,6 +5,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from rag_monitor.store import Store
+from rag_monitor.store.partitions import partitions_of
 from rag_monitor.store.schema import metadata
 from rag_monitor.store.versions import MIGRATIONS_DIR
 
@@ -30,10 +31,14 @@ def test_migrate_from_empty_creates_every_table_at_head(store_url):
         engine = sa.create_engine(store_url)
         try:
             with engine.connect() as conn:
-                tables = set(sa.inspect(conn).get_table_names())
+                # The hot tables' time partitions (PostgreSQL) are made and dropped at run time.
+                partitions = partitions_of(conn) if conn.dialect.name == "postgresql" else set()
+                tables = set(sa.inspect(conn).get_table_names()) - partitions
                 version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one()
                 # The hand-written revision must build exactly what schema.py declares.
-                diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+                diff = compare_metadata(MigrationContext.configure(conn, opts={
+                    "compare_type": True,
+                    "include_name": lambda name, kind, _: kind != "table" or name not in partitions}), metadata)
         finally:
             engine.dispose()
     finally:

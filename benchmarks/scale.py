@@ -1,0 +1,195 @@
+"""Production-rate cost per query: one and two agent processes on one PostgreSQL.
+
+Each phase starts N ``rag-monitor agent`` processes on one PostgreSQL cluster on loopback, and per
+agent a load.py ``--hammer`` (keep-alive POSTers of SDK-encoded 20-query bodies, fresh trace ids
+per accepted request) for ``--duration`` seconds, at production settings: the shipped redaction
+rules, the shipped sampling (1% base rate, complaints, score_rate 10% within its budget), the
+shipped drift profiles with the real MiniLM embedder (``--no-drift`` to leave them out), the
+offline scorer in its worker (lexical-v1 without HHEM weights), the recent-records cache in time
+partitions with a short ttl (``--ttl``) so that slots are created and dropped within the run.
+
+Per query it records: agent CPU (the agents' processes), PostgreSQL CPU (the server's processes,
+exited backends included), rows inserted (``pg_stat_user_tables``), table and index bytes grown
+before the first slot expires, WAL bytes (``pg_current_wal_lsn``); and the hot tables' size
+sampled through the run (flat once slots are dropped). Then a capacity model: cores for agents
+and for PostgreSQL and disk per day at 1,000 and 10,000 queries/s.
+
+    .venv/bin/python benchmarks/scale.py [--duration 200] [--ttl 60] [--threads 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from load import Agent, spawn  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
+TRACES_PER_REQUEST = 20
+SAMPLE_EVERY_S = 5.0
+TARGETS = {"agent_cpu_us_per_query": 450, "postgres_cpu_us_per_query": 150, "data_bytes_per_query": 2048,
+           "two_agents_cpu_ratio": 1.05}
+
+
+class Postgres:
+    """The cluster's CPU (every server process, exited backends included) and its write counters."""
+
+    def __init__(self, server, database: str):
+        import psutil
+        import psycopg
+
+        pid = int((server.datadir / "postmaster.pid").read_text().split()[0])
+        self.postmaster = psutil.Process(pid)
+        self.conn = psycopg.connect(f"host=127.0.0.1 port={server.port} user=postgres dbname={database}", autocommit=True)
+
+    def cpu_s(self) -> float:
+        import psutil
+
+        total = sum(self.postmaster.cpu_times()[:4])  # its own and its reaped children's
+        for child in self.postmaster.children(recursive=True):
+            try:
+                total += sum(child.cpu_times()[:2])
+            except psutil.NoSuchProcess:
+                pass
+        return total
+
+    def one(self, sql: str):
+        return self.conn.execute(sql).fetchone()[0]
+
+    def counters(self) -> dict[str, float]:
+        self.conn.execute("SELECT pg_stat_clear_snapshot()")
+        return {
+            "wal_bytes": float(self.one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")),
+            "rows_inserted": float(self.one("SELECT coalesce(sum(n_tup_ins), 0) FROM pg_stat_user_tables")),
+            "data_bytes": float(self.one("SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_stat_user_tables")),
+            "hot_bytes": float(self.one(
+                "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM (SELECT relid FROM pg_partition_tree('recent_records') "
+                "UNION ALL SELECT relid FROM pg_partition_tree('recent_documents')) t")),
+            "hot_partitions": float(self.one(
+                "SELECT count(*) FROM pg_partition_tree('recent_records') WHERE isleaf")),
+        }
+
+
+def phase(n_agents: int, server, tmp: str, args) -> dict:
+    database = f"scale{n_agents}"
+    url = server.create_database(database)
+    settings = {"RAG_MONITOR_STORE_URL": url, "RAG_MONITOR_RECENT_TTL_S": str(args.ttl),
+                "RAG_MONITOR_PRUNE_INTERVAL_S": "10"}
+    if not args.no_drift:
+        settings["RAG_MONITOR_DETECTOR_PROFILES"] = "default"
+    agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}"), settings) for i in range(n_agents)]
+    pg = Postgres(server, database)
+    try:
+        hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(args.duration), str(TRACES_PER_REQUEST)])
+                   for a in agents]
+        queries0 = sum(a.metrics().get("queries", 0) for a in agents)
+        agent_cpu0 = [sum(a.ps.cpu_times()[:4]) for a in agents]
+        pg_cpu0, counters0 = pg.cpu_s(), pg.counters()
+        t0 = time.monotonic()
+        for h in hammers:
+            h.stdin.write("GO\n")
+            h.stdin.flush()
+        samples = []
+        while time.monotonic() - t0 < args.duration:
+            time.sleep(SAMPLE_EVERY_S)
+            c = pg.counters()
+            samples.append({"t_s": round(time.monotonic() - t0, 1),
+                            "queries": sum(a.metrics().get("queries", 0) for a in agents) - queries0,
+                            "hot_mb": round(c["hot_bytes"] / 2**20, 2), "hot_partitions": int(c["hot_partitions"]),
+                            "data_mb": round((c["data_bytes"] - counters0["data_bytes"]) / 2**20, 2)})
+        outputs = [json.loads(h.communicate(timeout=args.duration + 120)[0].strip().splitlines()[-1]) for h in hammers]
+        window = time.monotonic() - t0
+        time.sleep(2.0)  # the last accepted requests are counted
+        queries = sum(a.metrics().get("queries", 0) for a in agents) - queries0
+        agent_cpu = [sum(a.ps.cpu_times()[:4]) - c for a, c in zip(agents, agent_cpu0)]
+        pg_cpu, counters = pg.cpu_s() - pg_cpu0, pg.counters()
+        # Bytes written to tables and indexes: their growth before any slot can have expired.
+        early = [s for s in samples if s["t_s"] <= args.ttl and s["queries"]]
+        growth = early[-1]["data_mb"] * 2**20 / early[-1]["queries"] if early else None
+        late = [s["hot_mb"] for s in samples if s["t_s"] >= args.ttl + 3 * max(60, args.ttl // 6)]
+        per_query = lambda v: round(v / max(1, queries), 1)  # noqa: E731
+        return {
+            "agents": n_agents, "window_s": round(window, 1), "queries": int(queries),
+            "queries_per_s": round(queries / window, 1),
+            "agent_cpu_s": [round(c, 2) for c in agent_cpu],
+            "agent_cpu_us_per_query": per_query(sum(agent_cpu) * 1e6),
+            "postgres_cpu_us_per_query": per_query(pg_cpu * 1e6),
+            "rows_inserted_per_query": round((counters["rows_inserted"] - counters0["rows_inserted"]) / max(1, queries), 3),
+            "wal_bytes_per_query": per_query(counters["wal_bytes"] - counters0["wal_bytes"]),
+            "data_bytes_per_query": round(growth, 1) if growth is not None else None,
+            "hot_mb_after_first_drops": {"min": min(late), "max": max(late)} if late else None,
+            "hot_samples": samples,
+            "hammer_status": [o["by_status"] for o in outputs],
+            "load_generator_cpu_s": [o["cpu_s"] for o in outputs],
+            "loadavg_1m_end": round(os.getloadavg()[0], 2),
+        }
+    finally:
+        for a in agents:
+            a.stop()
+        pg.conn.close()
+
+
+def capacity(one: dict, rate: int) -> dict:
+    """Cores and disk at ``rate`` queries/s from the measured cost per query (cores at 70% busy)."""
+    wal_gb_day = one["wal_bytes_per_query"] * rate * 86400 / 1e9
+    return {
+        "queries_per_s": rate,
+        "agent_cores": round(one["agent_cpu_us_per_query"] * rate / 1e6 / 0.7, 1),
+        "postgres_cores": round(one["postgres_cpu_us_per_query"] * rate / 1e6 / 0.7, 1),
+        "wal_gb_per_day": round(wal_gb_day, 1),
+        "hot_table_gb_per_hour_of_ttl": round((one["data_bytes_per_query"] or 0) * rate * 3600 / 1e9, 2),
+    }
+
+
+def main() -> None:
+    from tests.services import PostgresServer, traversable_tmpdir
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=200.0)
+    parser.add_argument("--ttl", type=int, default=60, help="recent_ttl_s: slots of max(60, ttl/6) s expire within the run")
+    parser.add_argument("--threads", type=int, default=8, help="concurrent POSTers per agent")
+    parser.add_argument("--no-drift", action="store_true", help="leave the drift profiles out")
+    args = parser.parse_args()
+    root = traversable_tmpdir("rag-monitor-scale-pg-")
+    server = PostgresServer(root)
+    server.start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            phases = []
+            for n in (1, 2):
+                phases.append(phase(n, server, tmp, args))
+                print(json.dumps({k: v for k, v in phases[-1].items() if k != "hot_samples"}), flush=True)
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    one, two = phases
+    result = {
+        "script": "benchmarks/scale.py",
+        "command": "python " + " ".join(["benchmarks/scale.py", *sys.argv[1:]]),
+        "cpu_count": os.cpu_count(),
+        "settings": {"duration_s": args.duration, "recent_ttl_s": args.ttl, "drift_profiles": not args.no_drift,
+                     "sampling": "shipped (base 1%, complaints, score_rate 10%)", "queries_per_request": TRACES_PER_REQUEST},
+        "targets": TARGETS,
+        "one_agent": one,
+        "two_agents": two,
+        "two_agents_cpu_ratio": round(two["agent_cpu_us_per_query"] / one["agent_cpu_us_per_query"], 3),
+        "capacity": [capacity(one, rate) for rate in (1_000, 10_000)],
+        "note": "CPU per query, not throughput, is what scales on this 2-core machine shared with the load "
+                "generators (and, when measured, other work: see loadavg_1m_end).",
+    }
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k not in ("one_agent", "two_agents")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
