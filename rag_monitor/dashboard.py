@@ -254,6 +254,16 @@ def curated(t: dict) -> dict[str, Callable[[Metric], list[PanelSpec]]]:
             Target("max by (measure) (rag_probe_topk_overlap_min)", "{{measure}} worst probe")), "percentunit", m.doc,
             thresholds=(t["neighbour_stability"]["min_rbo"],), metrics=("rag_probe_topk_overlap_min",))],
         "rag_probe_topk_overlap_min": lambda m: [],  # with the mean
+        "rag_signal_direction": lambda m: [PanelSpec("Implicit signals: direction established by blind review (1 more of the verdict, -1 less, 0 not established)", (
+            Target(f"max by (signal, verdict) ({m.name})", "{{signal}} / {{verdict}}"),), "short", m.doc, kind="state", width=24)],
+        "rag_signal_association": lambda m: [PanelSpec("Implicit signals against blind verdicts, all releases (rate difference or dwell AUC, 95% interval)", (
+            Target(f'max by (signal, verdict, bound) ({m.name}{{release="all"}})', "{{signal}} / {{verdict}} {{bound}}"),),
+            "short", m.doc)],
+        "rag_signal_items": lambda m: [PanelSpec("Reviewed answers behind each signal, all releases (judged, and with the signal)", (
+            Target(f'max by (signal, verdict) ({m.name}{{release="all"}})', "{{signal}} / {{verdict}} judged"),
+            Target('max by (signal, verdict) (rag_signal_items_with_signal{release="all"})', "{{signal}} / {{verdict}} with the signal")),
+            "short", m.doc, metrics=("rag_signal_items_with_signal",))],
+        "rag_signal_items_with_signal": lambda m: [],  # with the judged items
     }
 
 

@@ -9,6 +9,12 @@ single-draw design, ``review/sampler.py``), so oversampled complaints do not bia
   rate export; ``from_sums`` rebuilds it from the three sums a metric carries.
 - ``ht_ratio_se``: the linearised Horvitz-Thompson standard error of the same ratio, with the
   finite-population factor ``(1 - pi)``: the oracle's reference interval.
+- ``rate_difference``: the difference of two such rates on disjoint groups (items with an implicit
+  signal minus items without, ``review/signals.py``) with Newcombe's hybrid score interval, built
+  from the two groups' Wilson intervals (Newcombe 1998, method 10: coverage near 95% where the
+  Wald interval of a difference fails, at small groups and rates near 0 or 1).
+- ``weighted_auc``: the weighted Mann-Whitney AUC of a score (dwell time) against a 0/1 verdict,
+  with the Hanley-McNeil (1982) standard error at the Kish effective sizes of the two classes.
 - ``ppi_mean`` / ``ppi_rate``: prediction-powered inference (PPI++, Angelopoulos, Duchi and
   Zrnic 2023). A scorer labels a large sample cheaply, people label a subsample exactly:
 
@@ -105,6 +111,62 @@ def ht_ratio_se(weights: Sequence[float], outcomes: Sequence[float]) -> tuple[fl
         return None, math.inf
     rate = float((w * y).sum()) / total
     return rate, math.sqrt(float(((w * w - w) * (y - rate) ** 2).sum())) / total
+
+
+@dataclass(frozen=True)
+class RateDifference:
+    """``with_.value - without.value`` and its 95% interval (Newcombe's hybrid score interval)."""
+
+    value: float
+    low: float
+    high: float
+    with_: WeightedRate
+    without: WeightedRate
+
+
+def rate_difference(with_: WeightedRate, without: WeightedRate) -> RateDifference:
+    """Newcombe's method 10 from the two groups' own Wilson intervals (at their Kish sizes): the
+    lower end subtracts the distance to ``with_``'s lower and ``without``'s upper end in quadrature."""
+    d = with_.value - without.value
+    low = d - math.hypot(with_.value - with_.low, without.high - without.value)
+    high = d + math.hypot(with_.high - with_.value, without.value - without.low)
+    return RateDifference(d, max(-1.0, low), min(1.0, high), with_, without)
+
+
+@dataclass(frozen=True)
+class WeightedAUC:
+    """P(score of a positive > score of a negative), ties half, both drawn by weight; 95% interval."""
+
+    value: float
+    low: float
+    high: float
+    positives: int
+    negatives: int
+
+
+def weighted_auc(scores: Sequence[float], outcomes: Sequence[float], weights: Sequence[float],
+                 z: float = Z95) -> WeightedAUC | None:
+    """The weighted AUC of ``scores`` for ``outcomes`` (0/1); None without both classes.
+
+    The interval is Hanley and McNeil's normal interval, its variance taken at the Kish effective
+    sizes of the positives and the negatives (their formula assumes equal weights)."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(outcomes, dtype=float) > 0.5
+    w = np.asarray(weights, dtype=float)
+    if not y.any() or y.all():
+        return None
+    values, group = np.unique(s, return_inverse=True)
+    neg = np.bincount(group, weights=np.where(y, 0.0, w), minlength=len(values))
+    below = np.concatenate(([0.0], np.cumsum(neg)[:-1]))  # negative weight strictly below each value
+    w_pos, w_neg = w[y], w[~y]
+    wins = float(w_pos @ (below[group[y]] + neg[group[y]] / 2))
+    auc = wins / (float(w_pos.sum()) * float(w_neg.sum()))
+    n_pos = kish_effective_size(float(w_pos.sum()), float(w_pos @ w_pos))
+    n_neg = kish_effective_size(float(w_neg.sum()), float(w_neg @ w_neg))
+    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
+    variance = (auc * (1 - auc) + (n_pos - 1) * (q1 - auc * auc) + (n_neg - 1) * (q2 - auc * auc)) / (n_pos * n_neg)
+    half = z * math.sqrt(max(variance, 0.0))
+    return WeightedAUC(auc, max(0.0, auc - half), min(1.0, auc + half), int(y.sum()), int((~y).sum()))
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,20 @@ def band_half_width(baseline, queries, season_variance, seasons, z: float, t, mi
     return np.maximum(np.sqrt(variance), min_band)
 
 
+SIGNAL_MEANING = (
+    # Regenerations are a candidate signal until blind review shows which way they point
+    # (review/signals.py): the alert says whether that is established, never assumes it.
+    '{{ with query "max by (verdict) (rag_signal_direction{signal=\'regenerate\'}) != 0" }}'
+    "direction established by blind review (rag_signal_direction): regenerated answers are "
+    '{{ range $i, $s := sortByLabel "verdict" . }}{{ if $i }}, {{ end }}{{ if gt $s.Value 0.0 }}more{{ else }}less{{ end }} often '
+    '{{ reReplaceAll "_" " " $s.Labels.verdict }}{{ end }}'
+    "{{ else }}direction not established: blind review has not shown that regenerations go with worse "
+    "answers on this traffic (rag_signal_direction{signal=\"regenerate\"} 0 or absent); read the move as a "
+    "change in how users re-ask, not as answer quality{{ end }}"
+)
+"""The ``signal_meaning`` annotation of the regeneration alert."""
+
+
 def _regeneration_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     r = t["regeneration"]
     w = r["window"]
@@ -160,7 +174,7 @@ clamp_min(
             _record("rag:regeneration_ratio:band_high", "rag:regeneration_ratio:baseline + rag:regeneration_ratio:half_width"),
             _record("rag:regeneration_ratio:band_low", "clamp_min(rag:regeneration_ratio:baseline - rag:regeneration_ratio:half_width, 0)"),
         ]},
-        {"name": "rag-regeneration-alerts", "rules": [_alert(
+        {"name": "rag-regeneration-alerts", "rules": [_with_signal_meaning(_alert(
             t, "RagRegenerationRateOutsideBand",
             f"""
 (
@@ -185,7 +199,9 @@ own history: the baseline is its mean at the same time of week over the last {r[
 errors of this window's query count to Student's t ({", ".join(f"{_num(t)} with {n} seasons" for n, t in ts.items())})
 times the week-to-week spread, which keeps false pages within {_num(r['false_pages_per_30d'])} per 30 days per variant (at least {_num(r['min_band'])});
 it needs {r['min_queries']} queries in the window and {r['min_seasons']} seasons of history. Above the band users
-re-ask because answers fail them; below it the regenerate control or its telemetry may be broken.
+re-ask more; whether that means answers fail them is for blind review to show (the signal_meaning annotation,
+rag_signal_direction{{signal="regenerate"}}): until it does, the alert reports a change in behaviour, not in quality.
+Below the band the regenerate control or its telemetry may be broken.
 Check first: rag:regeneration_ratio:by_intent for the intents that carry the change,
 rag_regenerations_total by source (explicit vs inferred near-duplicates) and
 rag_feedback_total{{kind="thumbs_down"}}; in Phoenix, open sessions with several near-duplicate
@@ -193,5 +209,10 @@ queries and read the answers users rejected.
 First step: if triage says regression, compare the release's answers with the previous release on
 the re-asked queries and roll back if they got worse; if drift, look for a new topic or intent mix
 (rag_queries_total by intent) and for documents missing from retrieval.""",
-        )]},
+        ))]},
     ]
+
+
+def _with_signal_meaning(alert: dict[str, Any]) -> dict[str, Any]:
+    alert["annotations"]["signal_meaning"] = SIGNAL_MEANING
+    return alert

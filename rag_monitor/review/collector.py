@@ -1,7 +1,7 @@
 """Review metrics computed from the shared store when Prometheus scrapes.
 
 Per release and variant, the human-judged rates (``rates.py``) with their 95% interval and
-counts; per label, the agreement of items reviewed twice (Cohen's kappa); per reviewer,
+counts; per implicit signal and verdict, its association with blind review (``signals.py``); per label, the agreement of items reviewed twice (Cohen's kappa); per reviewer,
 progress and throughput. Every replica reads the same store, so replicas agree (rules take
 ``max``). A rate, interval or kappa with nothing to estimate it from is absent, never 0.
 
@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from rag_monitor.review.agreement import Agreement, agreement_by_label
 from rag_monitor.review.rates import JudgedRate, judged_rates
+from rag_monitor.review.signals import SignalAssociation, add_signal_metrics, signal_associations, signal_families
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class _Snapshot:
     rates: list[JudgedRate] = field(default_factory=list)
     agreement: dict[str, Agreement] = field(default_factory=dict)
     progress: dict[str, dict[str, int]] = field(default_factory=dict)
+    signals: list[SignalAssociation] = field(default_factory=list)
 
 
 class ReviewMetricsCollector(Collector):
@@ -62,6 +64,8 @@ class ReviewMetricsCollector(Collector):
                 rates=judged_rates(reviewed, self.release_label),
                 agreement=agreement_by_label(self.store.all_reviews([item.id for item, _ in reviewed])),
                 progress=self.store.reviewer_progress(),
+                signals=signal_associations(
+                    reviewed, self.store.feedback_for_traces(item.trace_id for item, _ in reviewed), self.release_label),
             )
             self._cached = (time.monotonic(), snap)
             return snap
@@ -81,6 +85,7 @@ class ReviewMetricsCollector(Collector):
             "recent": GaugeMetricFamily("rag_review_reviewer_recent_reviews", "Reviews per reviewer in the last hour (throughput).", labels=["reviewer"]),
             "skips": GaugeMetricFamily("rag_review_reviewer_skips", "Items each reviewer skipped (with a reason).", labels=["reviewer"]),
             "assigned": GaugeMetricFamily("rag_review_reviewer_assigned_open", "Unreviewed items assigned to a reviewer or group:<name>.", labels=["reviewer"]),
+            **{f"signal_{key}": family for key, family in signal_families().items()},
         }
 
     def describe(self):
@@ -111,4 +116,5 @@ class ReviewMetricsCollector(Collector):
             f["recent"].add_metric([name], p["recent"])
             f["skips"].add_metric([name], p["skips"])
             f["assigned"].add_metric([name], p["assigned_open"])
+        add_signal_metrics({key[len("signal_"):]: family for key, family in f.items() if key.startswith("signal_")}, snap.signals)
         yield from f.values()

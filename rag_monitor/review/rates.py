@@ -42,7 +42,7 @@ class JudgedRate:
     """Of which judged positive (unweighted)."""
 
 
-def _outcome(measure: str, record: dict[str, Any], labels: dict[str, Any]) -> bool | None:
+def judged_outcome(measure: str, record: dict[str, Any], labels: dict[str, Any]) -> bool | None:
     """True/False when the query counts for ``measure``; None when it does not."""
     if measure == "evidence_coverage":
         gold = set(labels.get("gold_documents") or [])
@@ -68,7 +68,7 @@ def judged_rates(reviewed: Iterable[tuple[Any, Any]],
         release = release_label(record.get("release"))
         variant = record.get("variant") or "production"
         for measure in MEASURES:
-            outcome = _outcome(measure, record, review.labels)
+            outcome = judged_outcome(measure, record, review.labels)
             if outcome is None:
                 continue
             s = sums[(measure, release, variant)]

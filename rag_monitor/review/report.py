@@ -4,7 +4,8 @@ The numbers are ``rates.judged_rates`` (weighted by inverse inclusion probabilit
 Wilson intervals at the effective sample size, counts), for one variant; a rate with no
 reviewed query is shown as missing, never 0. Agreement between reviewers (Cohen's kappa on
 items reviewed twice) is reported beside them: rates from reviewers who do not agree are
-weak evidence.
+weak evidence. Below them, each implicit signal against the blind verdicts (``signals.py``) for
+the two releases and over all: which signals have earned a direction.
 
 Usage::
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from rag_monitor.review.agreement import Agreement, agreement_by_label
 from rag_monitor.review.rates import MEASURES, JudgedRate, judged_rates
+from rag_monitor.review.signals import OVERALL, SignalAssociation, direction_words, signal_associations, signals_text
 from rag_monitor.templating import render
 
 DESCRIPTIONS = {
@@ -50,6 +52,18 @@ class ReleaseReport:
     variant: str
     rows: list[ReportRow]
     agreement: list[Agreement]
+    signals: list[SignalAssociation]
+
+    def signal_rows(self) -> list[tuple[str, str, list[SignalAssociation | None], str]]:
+        """(signal, verdict, one association per column of ``signal_columns``, direction words) for the HTML."""
+        by = {(a.signal, a.verdict, a.release): a for a in self.signals}
+        overall = [a for a in self.signals if a.release == OVERALL]
+        return [(a.signal, a.verdict, [by.get((a.signal, a.verdict, c)) for c in self.signal_columns], direction_words(a))
+                for a in overall]
+
+    @property
+    def signal_columns(self) -> list[str]:
+        return [self.baseline, self.candidate, OVERALL]
 
     def text(self) -> str:
         def cell(rate: JudgedRate | None) -> str:
@@ -64,6 +78,7 @@ class ReleaseReport:
             lines.append(f"{row.measure:<22} {cell(row.baseline):>34} {cell(row.candidate):>34} {diff:>11}")
         kappas = ", ".join(f"{a.label} {'-' if a.kappa is None else f'{a.kappa:.2f}'} ({a.pairs} pairs)" for a in self.agreement)
         lines.append(f"reviewer agreement (Cohen's kappa): {kappas}")
+        lines += ["", signals_text(self.signals, [self.baseline, self.candidate])]
         return "\n".join(lines)
 
 
@@ -76,7 +91,8 @@ def release_report(store, baseline: str, candidate: str, *, variant: str = "prod
             raise ValueError(f"no reviewed query of release {release!r}; reviewed releases: {sorted(r for r in releases if r)}")
     rows = [ReportRow(m, DESCRIPTIONS[m], known.get((baseline, m)), known.get((candidate, m))) for m in MEASURES]
     agreement = list(agreement_by_label(store.all_reviews([item.id for item, _ in reviewed])).values())
-    return ReleaseReport(baseline, candidate, variant, rows, agreement)
+    feedback = store.feedback_for_traces(item.trace_id for item, _ in reviewed)
+    return ReleaseReport(baseline, candidate, variant, rows, agreement, signal_associations(reviewed, feedback))
 
 
 def write_html(report: ReleaseReport, path: str | Path) -> Path:

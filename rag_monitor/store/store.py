@@ -325,6 +325,10 @@ class Store(CoordinationMethods, SessionMethods):
     def feedback_for(self, trace_id: str) -> list[FeedbackEvent]:
         return self._feedback.for_trace(trace_id)
 
+    def feedback_for_traces(self, trace_ids: Iterable[str]) -> dict[str, list[FeedbackEvent]]:
+        """Every stored event of each trace (traces without any are absent), oldest first."""
+        return self._feedback.for_traces(trace_ids)
+
     def feedback_since(self, since: float) -> list[FeedbackEvent]:
         return self._feedback.since(since)
 

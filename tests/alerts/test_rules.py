@@ -35,10 +35,12 @@ class NoReviews:
 def collector_metric_names() -> set[str]:
     """The review-based gauges the agent computes at scrape time (not in AgentMetrics)."""
     from rag_monitor.agent.scrape import ReviewStatsCollector
+    from rag_monitor.review.collector import ReviewMetricsCollector
     from rag_monitor.review.unsupported import UnsupportedRateCollector
 
     return ({family.name for family in ReviewStatsCollector(NoReviews()).collect()}
-            | {family.name for family in UnsupportedRateCollector.families().values()})
+            | {family.name for family in UnsupportedRateCollector.families().values()}
+            | {family.name for family in ReviewMetricsCollector.families().values()})
 
 
 GUARDRAIL_ALERTS = {

@@ -127,3 +127,30 @@ def test_ppi_rate_is_narrower_than_the_humans_with_a_good_scorer():
     assert rate.fallback is None and rate.labels == r.sum()
     assert rate.low <= y.mean() <= rate.high
     assert rate.high - rate.low < 0.8 * rate.human.width
+
+
+def test_rate_difference_is_newcombes_method_10():
+    """Newcombe (1998), Table II: 56/70 - 48/80 and 9/10 - 3/10 with equal weights."""
+    from rag_monitor.estimators import rate_difference
+
+    for (a, n, b, m), (low, high) in (((56, 70, 48, 80), (0.0524, 0.3339)), ((9, 10, 3, 10), (0.1705, 0.8090))):
+        d = rate_difference(weighted_rate([1.0] * n, [1] * a + [0] * (n - a)), weighted_rate([1.0] * m, [1] * b + [0] * (m - b)))
+        assert d.value == pytest.approx(a / n - b / m)
+        assert (round(d.low, 4), round(d.high, 4)) == (low, high)
+
+
+def test_weighted_auc_equals_sklearn_and_its_interval_narrows_with_items():
+    from sklearn.metrics import roc_auc_score
+
+    from rag_monitor.estimators import weighted_auc
+
+    rng = np.random.default_rng(3)
+    y = rng.random(400) < 0.3
+    scores = np.round(rng.normal(y * 0.8, 1.0), 1)  # ties, handled as halves
+    w = rng.uniform(1, 6, 400)
+    auc = weighted_auc(scores, y, w)
+    assert auc.value == pytest.approx(roc_auc_score(y, scores, sample_weight=w))
+    assert auc.low < auc.value < auc.high and auc.positives == y.sum()
+    small = weighted_auc(scores[:100], y[:100], w[:100])
+    assert small.high - small.low > auc.high - auc.low
+    assert weighted_auc(scores, np.zeros(400), w) is None  # one class: no AUC
