@@ -214,8 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     reported = {k: v for k, v in sets.items() if k not in support_v2.TUNING_ONLY}
     makers = {"lexical-v1": LexicalScorer, "support-v1": SupportScorer.load, "support-v2": support_v2.blank_scorer}
     deadline = time.monotonic() + args.budget_s
-    command = "python benchmarks/faithfulness_ragtruth.py " + shlex.join(a for a in (argv if argv is not None else sys.argv[1:])
-                                                                         if not a.startswith("--budget"))
+    given = list(argv if argv is not None else sys.argv[1:])
+    budget = {i for i, a in enumerate(given) if a.startswith("--budget")}
+    budget |= {i + 1 for i in budget if "=" not in given[i]}  # "--budget-s 300": its value too
+    command = "python benchmarks/faithfulness_ragtruth.py " + shlex.join(a for i, a in enumerate(given) if i not in budget)
     results: dict = {"script": "benchmarks/faithfulness_ragtruth.py", "command": command.strip(),
                      "protocol": __doc__.split("Protocol.")[1].split("Scores are")[0].strip(),
                      "data": {k: {"n": len(v["supported"]), "unsupported": int(sum(not s for s in v["supported"]))}
