@@ -119,7 +119,7 @@ class SupportScorer(ClaimScorer):
 
     def __init__(self, embed: Any, threshold: float | None = None) -> None:
         """``embed(list[str]) -> array (n, d)`` of L2-normalised vectors."""
-        self.threshold = shipped_threshold(SUPPORT_NAME, self.version) if threshold is None else float(threshold)
+        self.threshold = shipped_threshold(self.name, self.version) if threshold is None else float(threshold)
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
         self._embed = embed

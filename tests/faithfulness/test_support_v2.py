@@ -43,3 +43,18 @@ def test_a_model_for_other_features_is_refused():
     stale = {**model.as_dict(), "features": ["mean_support"]}
     with pytest.raises(ValueError, match="do not match"):
         LogisticModel.from_dict(stale)
+
+
+def test_the_scorer_takes_its_own_shipped_model_and_threshold_and_flags_an_invented_number():
+    from rag_monitor.faithfulness.support_v2 import SupportV2Scorer
+    from rag_monitor.faithfulness.thresholds import shipped_calibration
+
+    def embed(texts):  # one fixed vector: every sentence matches, only the hard checks differ
+        return np.ones((len(texts), 4)) / 2.0
+
+    scorer = SupportV2Scorer(embed)
+    entry = shipped_calibration("support-v2", "1")
+    assert scorer.threshold == entry["threshold"] != shipped_calibration("support-v1", "1")["threshold"]
+    same = scorer.assess(["The museum opened in 1889 in Paris."], "The museum opened in 1889 in Paris.")
+    invented = scorer.assess(["The museum opened in 1889 in Paris."], "The museum opened in 1901 in Rome.")
+    assert invented.value < same.value and invented.claims[0].verdict == "not_in_context"
