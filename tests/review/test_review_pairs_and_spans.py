@@ -123,6 +123,7 @@ def test_flagged_spans_are_shown_only_after_the_verdict_is_saved(start_agent, br
     page.keyboard.press("c")
     page.keyboard.press("Enter")
     page.wait_for_selector("#flagged:visible")
+    assert page.is_hidden("#skip-form")  # saved: nothing left to skip
     assert page.locator("#flagged-answers mark").all_inner_texts() == ["Settings > Billing"]
     assert page.inner_text("#flagged-answers .flagged-answer") == record.answer
     assert agent.store.reviewed()[0][1].labels["faithful"] == "no"  # saved before anything was shown

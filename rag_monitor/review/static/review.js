@@ -63,7 +63,7 @@ function showAnswer(view) {
 
 function render(view) {
   current = view;
-  $("item").hidden = false; $("flagged").hidden = true; $("flagged-answers").replaceChildren();
+  $("item").hidden = false; $("flagged").hidden = true; $("flagged-answers").replaceChildren(); $("skip-form").hidden = false;
   text("question", view.question);
   $("skip-reason").value = "";
   if (view.step === "relevance") showRelevance(view); else showAnswer(view);
@@ -132,7 +132,7 @@ async function submitAnswer(event) {
 // After the verdict is stored: each answer with the parts the scorer flagged marked.
 function showFlagged(answers) {
   current = { step: "flagged" };
-  $("answer-step").hidden = true; $("flagged").hidden = false;
+  $("answer-step").hidden = true; $("skip-form").hidden = true; $("flagged").hidden = false;
   $("flagged-answers").replaceChildren(...answers.map((a) => {
     const wrap = document.createElement("div"), p = document.createElement("p");
     if (a.label) wrap.append(item("h3", a.label));
@@ -148,7 +148,7 @@ function showFlagged(answers) {
 
 async function skip(event) {
   if (event) event.preventDefault();
-  if (!current) return;
+  if (!current || current.step === "flagged") return;  // already saved: nothing to skip
   const reason = $("skip-reason").value.trim();
   if (!reason) { text("status", "Say why you skip (type a reason, then Enter)."); $("skip-reason").focus(); return; }
   await post(`/api/review/items/${current.item}/skip`, { reason }, async () => { text("status", "Skipped."); await next(); });
