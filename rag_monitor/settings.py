@@ -103,7 +103,8 @@ class AgentSettings:
 
     # --- scoring and drift ---
     hhem_model_path: str = _setting("", "Local directory of HHEM-2.1-Open (`rag-monitor models pull hhem DIR`); empty uses the offline scorer.")
-    hhem_device: str = _setting("auto", "Where HHEM runs: `auto` (CUDA in bf16 when torch sees a GPU, else CPU), `cpu` or `cuda`.")
+    lettucedetect_model_path: str = _setting("", "Local directory of a LettuceDetect token classifier (`rag-monitor models pull lettucedetect DIR`), scored instead of HHEM: answer-level score and hallucinated spans; empty: not used. Not both with `hhem_model_path`.")
+    hhem_device: str = _setting("auto", "Where HHEM (or LettuceDetect) runs: `auto` (CUDA in bf16 when torch sees a GPU, else CPU), `cpu` or `cuda`.")
     offline_scorer: str = _setting("support", "Scorer without HHEM: `support` (support-v1: answer sentences against context sentences with the shipped MiniLM, plus number, name and negation checks), `support-v2` (the same checks combined by a logistic model fitted on RAGTruth, BEGIN and HaluEval tuning splits: see docs/review.md) or `lexical` (lexical-v1).")
     score_interval_s: float = _setting(5.0, "How often the scorer worker takes a batch of unscored sampled answers.")
     scorer_threshold: str = _setting(

@@ -44,6 +44,8 @@ from rag_monitor.store import Score as StoredScore
 log = logging.getLogger(__name__)
 
 ANNOTATE_TIMEOUT_S = 5.0
+MODEL_SCORERS = ("hhem", "llm-judge", "lettucedetect")
+"""Scorers that are models (Phoenix's annotator kind ``LLM``); the rest are code."""
 
 
 VERDICT_NOT_SCORED = "not_scored"
@@ -187,7 +189,7 @@ class ScoringLoop:
                                           weight=weights[trace_id], threshold=self.scorer.threshold))
             else:
                 pairs.append(Pair(key=trace_id, contexts=[d.content for d in record.delivered], answer=record.answer,
-                                  refused=record.refused, weight=weights[trace_id]))
+                                  refused=record.refused, weight=weights[trace_id], question=record.query or None))
         scores += self.worker.score_pairs(pairs)
         written = self.store.upsert_scores(
             (StoredScore(s.key, pair_half_scorer(s.scorer) if s.key in halves else s.scorer, s.value, s.scorer_version,
@@ -235,6 +237,12 @@ def judge_metrics(metrics: AgentMetrics) -> Callable[[object], None]:
     return on_call
 
 
+def annotation_spans(claims) -> dict:
+    """A span scorer's flagged spans as annotation metadata (offsets in the answer, text, probability)."""
+    spans = [{"start": c.start, "end": c.end, "text": c.text, "score": c.score} for c in claims if c.start is not None]
+    return {"hallucinated_spans": spans} if spans else {}
+
+
 def phoenix_annotator(base_url: str) -> Callable[[str, object], None]:
     """Annotate a span in Phoenix with a faithfulness score (``faithfulness`` annotation)."""
     import httpx
@@ -247,12 +255,12 @@ def phoenix_annotator(base_url: str) -> Callable[[str, object], None]:
         client.spans.add_span_annotation(
             span_id=span_id,
             annotation_name="faithfulness",
-            annotator_kind="LLM" if score.scorer.startswith(("hhem", "llm-judge")) else "CODE",
+            annotator_kind="LLM" if score.scorer.startswith(MODEL_SCORERS) else "CODE",
             label=verdict_of(score),
             score=score.value,
             explanation=explanation(score.claims) or score.error,
             metadata={"scorer": score.scorer, "scorer_version": score.scorer_version, "threshold": score.threshold,
-                      "weight": score.weight},
+                      "weight": score.weight, **annotation_spans(score.claims)},
             # Queued in Phoenix, not inserted in the request: Phoenix ingests forwarded spans in the
             # background, and a queued annotation whose span is not in yet is retried there, where a
             # synchronous one would be refused (404) and lost.

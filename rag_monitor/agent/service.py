@@ -258,7 +258,7 @@ class Agent:
         chosen = threshold_setting(s.scorer_threshold)
         fixed = chosen if isinstance(chosen, float) else None
         scorer = load_scorer(s.hhem_model_path or None, threshold=fixed, torch_threads=s.torch_threads,
-                             device=s.hhem_device, offline=s.offline_scorer)
+                             device=s.hhem_device, offline=s.offline_scorer, lettucedetect_path=s.lettucedetect_model_path or None)
         annotate = phoenix_annotator(s.phoenix_url) if s.phoenix_url else None
         self.scoring = ScoringLoop(
             self.store, FaithfulnessWorker(scorer, batch_tokens=s.scorer_batch_tokens), self.metrics,

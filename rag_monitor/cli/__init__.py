@@ -46,10 +46,11 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _models_pull(args: argparse.Namespace) -> int:
-    from rag_monitor.faithfulness.pull import pull_hhem
+    from rag_monitor.faithfulness.pull import pull
 
-    path = pull_hhem(args.directory)
-    print(f"HHEM-2.1-Open is in {path}; set hhem_model_path: {path}")
+    path = pull(args.model, args.directory)
+    setting = "hhem_model_path" if args.model == "hhem" else "lettucedetect_model_path"
+    print(f"{args.model} is in {path}; set {setting}: {path}")
     return 0
 
 
@@ -186,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="download model weights (needs network)")
     models_sub = models.add_subparsers(dest="models_command", required=True)
     pull = models_sub.add_parser("pull", help="download a model into a directory")
-    pull.add_argument("model", choices=["hhem"])
+    pull.add_argument("model", choices=["hhem", "lettucedetect"])
     pull.add_argument("directory")
     pull.set_defaults(run=_models_pull)
 

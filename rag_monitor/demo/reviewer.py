@@ -83,11 +83,16 @@ class SimulatedReviewer:
         return sum(any(s in content for content in gold) for s in sentences) / len(sentences)
 
     def pair_labels_for(self, view: dict[str, Any]) -> dict[str, Any]:
-        """A shadow pair: prefer the answer more of whose sentences the current policy states."""
+        """A shadow pair: each answer judged against its own contexts, and the answer more of whose
+        sentences the current policy states preferred."""
         gold = self._gold_contents(view["question"])
         a, b = (self._grounded_share(answer, gold) for answer in view["answers"])
         preferred = "tie" if a == b or view["answers"][0] == view["answers"][1] else ("A" if a > b else "B")
-        return {"preferred": preferred, "reasons": [], "note": "simulated reviewer"}
+        labels: dict[str, Any] = {"preferred": preferred, "reasons": [], "note": "simulated reviewer"}
+        for side, answer, contexts in zip("ab", view["answers"], view["answer_contexts"]):
+            one = self.labels_for({"question": view["question"], "answer": answer, "contexts": contexts})
+            labels[f"faithful_{side}"], labels[f"correct_{side}"] = one["faithful"], one["correct"]
+        return labels
 
     def labels_for(self, view: dict[str, Any]) -> dict[str, Any]:
         """Step two: the labels a careful expert gives the answer and its contexts."""

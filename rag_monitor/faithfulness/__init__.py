@@ -3,6 +3,8 @@
 Scorers share one interface (``Scorer``) and are never drift detectors:
 
 - ``hhem-2.1-open``: HHEM-2.1-Open, when a model directory is configured (CPU or CUDA);
+- ``lettucedetect``: LettuceDetect's ModernBERT token classifier, when its directory is
+  configured instead: an answer-level score and the hallucinated spans (``lettuce.py``);
 - ``support-v1``: the offline default, sentence-level support with the shipped MiniLM model
   and hard lexical checks, with a verdict per answer sentence (``support.py``);
 - ``lexical-v1``: the bare lexical check (no model at all);
@@ -30,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from rag_monitor.extras import embeddings_installed
 from rag_monitor.faithfulness.hhem import HHEM_NAME, HHEMScorer, ModelLoadError
+from rag_monitor.faithfulness.lettuce import LETTUCE_NAME, LettuceScorer
 from rag_monitor.faithfulness.lexical import LEXICAL_NAME, LexicalScorer
 from rag_monitor.faithfulness.support import SUPPORT_NAME, SupportScorer
 from rag_monitor.faithfulness.worker import FaithfulnessWorker, Pair, Score
@@ -37,7 +40,9 @@ from rag_monitor.faithfulness.worker import FaithfulnessWorker, Pair, Score
 __all__ = [
     "FALLBACK_WARNING",
     "HHEM_NAME",
+    "LETTUCE_NAME",
     "LEXICAL_NAME",
+    "LettuceScorer",
     "FaithfulnessWorker",
     "HHEMScorer",
     "LexicalScorer",
@@ -84,8 +89,10 @@ def _looks_like_hub_id(path: str) -> bool:
 
 
 def load_scorer(model_path: str | os.PathLike[str] | None, *, threshold: float | None = None,
-                torch_threads: int | None = 1, device: str = "auto", offline: str = "support") -> Scorer:
-    """HHEM from ``model_path`` when given, else the offline scorer (with a logged warning).
+                torch_threads: int | None = 1, device: str = "auto", offline: str = "support",
+                lettucedetect_path: str | os.PathLike[str] | None = None) -> Scorer:
+    """HHEM from ``model_path`` when given, LettuceDetect from ``lettucedetect_path``, else the
+    offline scorer (with a logged warning). Both paths given is an error.
 
     ``threshold`` None takes the scorer version's shipped, calibrated threshold. ``offline``
     names the scorer used without HHEM: ``support`` (support-v1, default), ``support-v2`` or ``lexical``. ``device`` is
@@ -97,6 +104,12 @@ def load_scorer(model_path: str | os.PathLike[str] | None, *, threshold: float |
     """
     if offline not in OFFLINE_SCORERS:
         raise ValueError(f"offline scorer must be one of {OFFLINE_SCORERS}, got {offline!r}")
+    if lettucedetect_path is not None and str(lettucedetect_path).strip():
+        if model_path is not None and str(model_path).strip():
+            raise ValueError("hhem_model_path and lettucedetect_model_path are both set: choose one scorer")
+        lettuce = LettuceScorer.load(lettucedetect_path, threshold=threshold, torch_threads=torch_threads, device=device)
+        logger.info("faithfulness scorer %s (version %s) loaded from %s", lettuce.name, lettuce.version, lettucedetect_path)
+        return lettuce
     if model_path is None or str(model_path).strip() == "":
         if offline.startswith("support") and not embeddings_installed():
             # An image without the embeddings extra must still start and score (the slim image).

@@ -36,6 +36,9 @@ class Claim:
     evidence: str | None = None
     """The context span that supports or contradicts it (the best-matching sentence)."""
     reason: str | None = None
+    start: int | None = None
+    """Character offsets in the answer, for scorers that flag spans (LettuceDetect): ``answer[start:end]``."""
+    end: int | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in CLAIM_VERDICTS:
@@ -72,6 +75,11 @@ def claims_from_json(text: str | None) -> tuple[Claim, ...]:
 def explanation(claims: Sequence[Claim], limit: int = EXPLANATION_LIMIT) -> str | None:
     """One line per unsupported claim, for the Phoenix annotation; None when every claim holds."""
     flagged = [c for c in claims if c.unsupported]
+    if claims and all(c.start is not None for c in claims):  # a span scorer: only flagged spans are claims
+        lines = [f"{len(claims)} hallucinated span{'s' if len(claims) > 1 else ''}:"]
+        lines += [f"- [{c.start}:{c.end}] {c.text!r}" + ("" if c.score is None else f" ({c.score:.2f})") for c in claims]
+        text = "\n".join(lines)
+        return text if len(text) <= limit else text[: limit - 1] + "…"
     if not flagged:
         return f"all {len(claims)} claims supported" if claims else None
     lines = [f"{len(flagged)} of {len(claims)} claims unsupported:"]

@@ -10,9 +10,13 @@ HHEM's ``modeling_hhem_v2.py`` / ``configuration_hhem_v2.py`` are not downloaded
 uses transformers' own ``T5ForTokenClassification`` and never runs remote code. Copy DIR to the
 offline machine and set ``hhem_model_path``.
 
+``pull_lettucedetect(DIR)`` writes what ``LettuceScorer.load`` reads: the token classifier's
+``config.json``, ``model.safetensors`` and tokenizer files (no code), plus the manifest.
+
 Usage::
 
     pull_hhem("/var/lib/rag-monitor/models/hhem")
+    pull_lettucedetect("/var/lib/rag-monitor/models/lettucedetect")
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ from rag_monitor.faithfulness.hhem import (
     HHEM_REPO_ID,
     MANIFEST_FILE,
 )
+from rag_monitor.faithfulness.lettuce import LETTUCE_NAME, LETTUCE_REPO_ID, REQUIRED_FILES
 
+LETTUCE_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                 "README.md"]
 HHEM_FILES = ["config.json", "model.safetensors", "README.md"]
 FOUNDATION_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "spiece.model"]
 
@@ -85,8 +92,30 @@ def pull_hhem(directory: str | Path, *, repo_id: str = HHEM_REPO_ID, revision: s
     return target
 
 
+def pull_lettucedetect(directory: str | Path, *, repo_id: str = LETTUCE_REPO_ID, revision: str | None = None,
+                       downloader: Downloader | None = None) -> Path:
+    """Download a LettuceDetect token classifier (weights, config, tokenizer; never code) into ``directory``.
+
+    Raises ``RuntimeError`` when a required file did not arrive.
+    """
+    download = downloader or _default_downloader()
+    target = Path(directory).expanduser().resolve()
+    target.mkdir(parents=True, exist_ok=True)
+    download(repo_id=repo_id, revision=revision, local_dir=str(target), allow_patterns=LETTUCE_FILES)
+    missing = [str(target / name) for name in REQUIRED_FILES if not (target / name).is_file()]
+    if missing:
+        raise RuntimeError(f"models pull lettucedetect: download incomplete, missing {', '.join(missing)}")
+    manifest = {"model": LETTUCE_NAME, "repo_id": repo_id, "revision": revision or _revision_of(target),
+                "pulled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return target
+
+
+PULLERS = {"hhem": pull_hhem, "lettucedetect": pull_lettucedetect}
+
+
 def pull(model: str, directory: str | Path, **kwargs: Any) -> Path:
-    """``rag-monitor models pull MODEL DIR``: the CLI's entry; only ``hhem`` exists."""
-    if model != "hhem":
-        raise ValueError(f"unknown model {model!r}: known models are 'hhem'")
-    return pull_hhem(directory, **kwargs)
+    """``rag-monitor models pull MODEL DIR``: the CLI's entry (``hhem`` or ``lettucedetect``)."""
+    if model not in PULLERS:
+        raise ValueError(f"unknown model {model!r}: known models are {', '.join(map(repr, PULLERS))}")
+    return PULLERS[model](directory, **kwargs)

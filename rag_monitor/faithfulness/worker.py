@@ -44,6 +44,8 @@ class Pair:
     refused: bool = False
     weight: float = 1.0
     """Inverse inclusion probability of the sample, carried through for weighted rates."""
+    question: str | None = None
+    """The user's question, for scorers whose prompt names it (``uses_question``: LettuceDetect)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,9 @@ class FaithfulnessWorker:
                 results[i] = self._unscored(pair, STATUS_NO_CLAIMS)
             else:
                 todo.append(i)
-        encoded = [self.scorer.encode(_documents(pairs[i].contexts), pairs[i].answer) for i in todo]
+        with_question = getattr(self.scorer, "uses_question", False)
+        encoded = [self.scorer.encode(_documents(pairs[i].contexts), pairs[i].answer, question=pairs[i].question)
+                   if with_question else self.scorer.encode(_documents(pairs[i].contexts), pairs[i].answer) for i in todo]
         for batch in self.plan_batches([e.length for e in encoded]):
             try:
                 assessments = assess_batch(self.scorer, [encoded[b] for b in batch])

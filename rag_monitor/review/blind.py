@@ -6,9 +6,12 @@ the same way. No answer (its wording would tell which document it used), no deli
 contexts, no order, id, attribute or count that tells delivered from dropped. The server maps
 keys back to document ids. Step two, once relevance is locked in: the answer with the
 contexts it was given, for faithful, correct and refusal-appropriate; a shadow pair shows
-both answers in random order, and the labels record that order (``pair_order``, the variant
-shown as A then B) beside the verdict. An item reviewed twice is shown to its second reviewer
-in the other order, so the shadow report can tell a verdict from a position preference.
+both answers in random order, each with the contexts *that* side was given, and asks faithful
+and correct for A and for B apart, plus the preference. The labels record the order
+(``pair_order``, the variant shown as A then B) and each side's verdicts by role
+(``pair_verdicts``: ``candidate`` and ``production``); ``faithful``/``correct`` are the item's
+own answer's, as for any item. An item reviewed twice is shown to its second reviewer in the
+other order, so the shadow report can tell a verdict from a position preference.
 
 Never shown to anyone: release, model, variant, scores, stratum, trace id; documents an
 entitlement filter removed (the user was not allowed to see them); documents of a tenant the
@@ -115,21 +118,24 @@ def _flipped(item_id: int, swap: bool = False) -> bool:
     return (_rng(item_id, "pair").random() < 0.5) != swap
 
 
+def shown_contexts(record: QueryRecord, tenants: frozenset[str] | None = None) -> list[str]:
+    """The contexts delivered to the generator that the reviewer may see."""
+    return [neutralise(d.content) for d in record.delivered if d.content and visible_document(d, tenants)]
+
+
 def answer_view(item_id: int, record: QueryRecord, paired: QueryRecord | None = None,
                 tenants: frozenset[str] | None = None, swap: bool = False) -> dict[str, Any]:
-    """Step two: the answer (or both answers of a pair) and the contexts it was given."""
-    view: dict[str, Any] = {
-        "item": item_id,
-        "step": "answer",
-        "question": neutralise(record.query),
-        "contexts": [neutralise(d.content) for d in record.delivered if d.content and visible_document(d, tenants)],
-        "reasons": list(REASONS),
-    }
+    """Step two: the answer and the contexts it was given; a pair: both, each with its own contexts."""
+    view: dict[str, Any] = {"item": item_id, "step": "answer", "question": neutralise(record.query), "reasons": list(REASONS)}
     if paired is None:
         view["answer"] = neutralise(record.answer)
+        view["contexts"] = shown_contexts(record, tenants)
     else:
-        answers = [neutralise(record.answer), neutralise(paired.answer)]
-        view["answers"] = answers[::-1] if _flipped(item_id, swap) else answers
+        sides = [(record.answer, shown_contexts(record, tenants)), (paired.answer, shown_contexts(paired, tenants))]
+        if _flipped(item_id, swap):
+            sides.reverse()
+        view["answers"] = [neutralise(answer) for answer, _ in sides]
+        view["answer_contexts"] = [contexts for _, contexts in sides]
     return view
 
 
@@ -172,10 +178,7 @@ def answer_labels(item_id: int, record: QueryRecord, body: Any, paired: QueryRec
         raise ValueError("labels must be a JSON object")
     out: dict[str, Any] = {}
     for name in ("faithful", "correct", "refusal_appropriate"):
-        value = body.get(name)
-        if value is not None and value not in TRISTATE:
-            raise ValueError(f"{name} must be one of {TRISTATE} or null, got {str(value)[:40]!r}")
-        out[name] = value
+        out[name] = _tristate(body, name)
     reasons = body.get("reasons", [])
     if not isinstance(reasons, list) or any(r not in REASONS for r in reasons):
         raise ValueError(f"reasons must be a list drawn from {REASONS}")
@@ -189,7 +192,30 @@ def answer_labels(item_id: int, record: QueryRecord, body: Any, paired: QueryRec
         order = pair_order(item_id, record, paired, swap)
         out["pair_order"] = order
         out["preferred"] = {"A": order[0], "B": order[1]}.get(preferred, preferred)
+        # Per side: A and B as shown, back to the item's own answer and the other one, then to roles.
+        shown = {side: {name: _tristate(body, f"{name}_{side.lower()}") for name in PAIR_VERDICTS} for side in "AB"}
+        own, other = (shown["B"], shown["A"]) if _flipped(item_id, swap) else (shown["A"], shown["B"])
+        out.update(own)
+        candidate_is_own = bool(record.shadow_of)  # as shadow.halves tells them apart
+        out["pair_verdicts"] = {"candidate": own if candidate_is_own else other,
+                                "production": other if candidate_is_own else own}
     return out
+
+
+PAIR_VERDICTS = ("faithful", "correct")
+"""Asked for each answer of a shadow pair (``faithful_a``, ``correct_b`` ...)."""
+
+
+def _tristate(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and value not in TRISTATE:
+        raise ValueError(f"{name} must be one of {TRISTATE} or null, got {str(value)[:40]!r}")
+    return value
+
+
+def shown_order(item_id: int, record: QueryRecord, paired: QueryRecord, swap: bool = False) -> list[QueryRecord]:
+    """A pair's two records as the page shows them, A first."""
+    return [paired, record] if _flipped(item_id, swap) else [record, paired]
 
 
 def pair_order(item_id: int, record: QueryRecord, paired: QueryRecord, swap: bool = False) -> list[str]:

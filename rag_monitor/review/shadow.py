@@ -19,6 +19,10 @@ names the candidate, else it is called ``shadow``):
   unsupported rate (unsupported over supported + unsupported, from one scorer's stored labels).
   The scorer scores a pair's production half with the pair, stored as ``<scorer>:pair-half``
   (``pair_half_scorer``) so that no faithfulness metric counts an answer not sampled for itself.
+- **Reviewed unsupported and incorrect rates per side**: each side's answer is judged faithful
+  and correct against the contexts *it* was given (``pair_verdicts``, ``blind.py``); from each
+  pair's first review, the weighted share judged ``no`` over ``yes`` + ``no`` (``unsure`` left
+  out), with its 95% Wilson interval, as the win rate.
 
 Usage::
 
@@ -31,14 +35,14 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rag_monitor import semconv
 from rag_monitor.collectors.pricing import price_query
 from rag_monitor.record import ModelCall, QueryRecord
 from rag_monitor.review.blind import pair_order
-from rag_monitor.estimators import WeightedRate
+from rag_monitor.estimators import WeightedRate, weighted_rate
 
 UNNAMED_CANDIDATE = semconv.VARIANT_SHADOW
 PAIR_HALF_SUFFIX = ":pair-half"
@@ -101,6 +105,26 @@ class PositionCheck:
 
 
 @dataclass(frozen=True)
+class ReviewedRate:
+    """A side's weighted share of reviewed answers judged ``no`` (unfaithful, incorrect), 95% Wilson interval."""
+
+    value: float
+    low: float
+    high: float
+    judged: int
+
+
+def reviewed_rate(outcomes: list[tuple[float, float]]) -> ReviewedRate | None:
+    """From ``(1 if judged no else 0, weight)`` pairs; None with none judged."""
+    rate = weighted_rate([w for _, w in outcomes], [y for y, _ in outcomes])
+    return None if rate is None else ReviewedRate(rate.value, rate.low, rate.high, len(outcomes))
+
+
+REVIEWED_MEASURES = (("reviewed_unsupported", "faithful"), ("reviewed_incorrect", "correct"))
+"""SideStats field, and the per-side label whose ``no`` it counts."""
+
+
+@dataclass(frozen=True)
 class SideStats:
     """One half of the pairs (the candidate's answers, or production's on the same queries)."""
 
@@ -114,6 +138,9 @@ class SideStats:
     scored: int
     cost_components_usd: dict[str, float] = field(default_factory=dict)
     """Mean per priced query of each component (generation, embedding, rerank, retrieval, storage)."""
+    reviewed_unsupported: ReviewedRate | None = None
+    """Reviewers' verdict on this side's answers against this side's contexts (first review per pair)."""
+    reviewed_incorrect: ReviewedRate | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +191,11 @@ class ShadowReport:
                                     (f"unsupported ({self.scorer or 'no scorer'})", "unsupported_rate", "{:.3f}")):
                 cells = [_cell(getattr(c.sides[s], attr), fmt) for s in SIDES]
                 lines.append(f"  {name:22}  {cells[0]:>12}  {cells[1]:>12}")
+                if attr == "unsupported_rate":
+                    for label, measure in (("unsupported (reviewers)", "reviewed_unsupported"),
+                                           ("incorrect (reviewers)", "reviewed_incorrect")):
+                        cells = [_reviewed(getattr(c.sides[s], measure)) for s in SIDES]
+                        lines.append(f"  {label:22}  {cells[0]:>12}  {cells[1]:>12}")
                 if attr == "cost_per_query_usd":
                     parts = sorted({k for s in SIDES for k in c.sides[s].cost_components_usd})
                     for part in parts:
@@ -174,6 +206,10 @@ class ShadowReport:
 
 def _rate(w: WinRate) -> str:
     return "-" if w.value is None else f"{w.value:.3f} [{w.low:.3f}, {w.high:.3f}]"
+
+
+def _reviewed(rate: ReviewedRate | None) -> str:
+    return "-" if rate is None else f"{rate.value:.3f} n={rate.judged}"
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -269,11 +305,18 @@ def build_report(items: list, reviews: dict[int, list], scores: dict[str, dict[s
     out = []
     for name in sorted(groups):
         outcomes, first, second = [], [], []
+        judged_sides: dict[str, dict[str, list]] = {side: {m: [] for m, _ in REVIEWED_MEASURES} for side in SIDES}
         swapped = agree = reviewed = 0
         for item, candidate, production in groups[name]:
             item_reviews = reviews.get(item.id, [])
             if item_reviews:
                 reviewed += 1
+                per_side = item_reviews[0].labels.get("pair_verdicts") or {}
+                for side in SIDES:
+                    for measure, label in REVIEWED_MEASURES:
+                        value = (per_side.get(side) or {}).get(label)
+                        if value in ("yes", "no"):
+                            judged_sides[side][measure].append((float(value == "no"), item.weight))
             judged = []
             for index, review in enumerate(item_reviews[:2]):
                 score = verdict(review.labels, candidate, production)
@@ -288,8 +331,9 @@ def build_report(items: list, reviews: dict[int, list], scores: dict[str, dict[s
                 swapped += 1
                 agree += judged[0][0] == judged[1][0]
         rows = groups[name]
-        sides = {"candidate": side_stats([c for _, c, _ in rows], labels, call_cost, storage_usd_per_query),
-                 "production": side_stats([p for _, _, p in rows], labels, call_cost, storage_usd_per_query)}
+        sides = {side: replace(side_stats([r[1 + i] for r in rows], labels, call_cost, storage_usd_per_query),
+                               **{m: reviewed_rate(judged_sides[side][m]) for m, _ in REVIEWED_MEASURES})
+                 for i, side in enumerate(SIDES)}
         out.append(CandidateReport(name, len(rows), reviewed, win_rate(outcomes),
                                    PositionCheck(win_rate(first), win_rate(second), swapped, agree), sides))
     return ShadowReport(out, scorer)

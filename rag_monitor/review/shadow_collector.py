@@ -3,8 +3,9 @@
 Per candidate pipeline (label ``variant``: the candidate's name), the win rate against
 production with its 95% interval, the reviewed pairs by verdict, the win rate by the side the
 candidate was shown on and the swap agreement; per candidate and ``side`` (``candidate`` or
-``production``, on the same sampled queries), latency p50/p95, cost per query, refusal rate and
-the unsupported rate. Over the pairs sampled in the last ``window_s`` (30 days: the scrape reads
+``production``, on the same sampled queries), latency p50/p95, cost per query, refusal rate,
+the scorer's unsupported rate, and the reviewers' unsupported and incorrect rates (each side
+judged against its own contexts) with their intervals. Over the pairs sampled in the last ``window_s`` (30 days: the scrape reads
 a bounded history, and a candidate's numbers follow its latest version). A value with nothing to
 estimate it from is absent, never 0. Only the ``top_candidates`` candidates with the most
 sampled pairs get series (the report lists all).
@@ -32,6 +33,11 @@ _SIDE_GAUGES = (
     ("cost", "cost_per_query_usd", "rag_shadow_cost_per_query_usd", "Mean cost per priced query over the sampled shadow pairs, per candidate and side."),
     ("refusal", "refusal_rate", "rag_shadow_refusal_ratio", "Share of refused answers over the sampled shadow pairs, per candidate and side."),
     ("unsupported", "unsupported_rate", "rag_shadow_unsupported_ratio", "Faithfulness unsupported rate (unsupported over supported + unsupported, one scorer) over the scored halves of the sampled shadow pairs."),
+)
+
+_REVIEWED_GAUGES = (
+    ("reviewed_unsupported", "rag_shadow_reviewed_unsupported_ratio", "Share of reviewed shadow-pair answers the reviewers judged not faithful to the contexts that side was given (no over yes + no; first review per pair, weighted by inverse inclusion probability), per candidate and side."),
+    ("reviewed_incorrect", "rag_shadow_reviewed_incorrect_ratio", "Share of reviewed shadow-pair answers the reviewers judged incorrect (no over yes + no; first review per pair, weighted), per candidate and side."),
 )
 
 
@@ -76,6 +82,10 @@ class ShadowMetricsCollector(Collector):
         }
         for key, _, name, doc in _SIDE_GAUGES:
             out[key] = GaugeMetricFamily(name, doc, labels=vs)
+        for key, name, doc in _REVIEWED_GAUGES:
+            out[key] = GaugeMetricFamily(name, doc, labels=vs)
+            out[key + "_lower"] = GaugeMetricFamily(name + "_lower", f"Lower end of the 95% Wilson interval of {name} (Kish effective sample size).", labels=vs)
+            out[key + "_upper"] = GaugeMetricFamily(name + "_upper", f"Upper end of the 95% Wilson interval of {name}.", labels=vs)
         return out
 
     def describe(self):
@@ -110,4 +120,10 @@ class ShadowMetricsCollector(Collector):
                     value = getattr(stats, attr)
                     if value is not None:
                         f[key].add_metric([c.candidate, side], value)
+                for key, _, _ in _REVIEWED_GAUGES:
+                    rate = getattr(stats, key)
+                    if rate is not None:
+                        f[key].add_metric([c.candidate, side], rate.value)
+                        f[key + "_lower"].add_metric([c.candidate, side], rate.low)
+                        f[key + "_upper"].add_metric([c.candidate, side], rate.high)
         yield from f.values()

@@ -5,7 +5,8 @@
     POST /review/logout
     POST /api/review/claim                    the reviewer's current item (step one or two), or the next one (204: none)
     POST /api/review/items/{id}/relevance     step one: relevant and gold candidate keys; answers with step two
-    POST /api/review/items/{id}/labels        step two: faithful, correct, refusal_appropriate, corrected answer...
+    POST /api/review/items/{id}/labels        step two: faithful, correct, refusal_appropriate, corrected answer...;
+                                              answers with the spans a span scorer flagged, now the verdict is saved
     POST /api/review/items/{id}/skip          ``{"reason": ...}``: the item goes to someone else
     GET  /api/review/progress                 per-reviewer progress and agreement (Cohen's kappa)
     GET  /api/review/stats                    queue depth and progress (admin)
@@ -34,9 +35,20 @@ from starlette.routing import Route
 from rag_monitor.record import QueryRecord
 from rag_monitor.review.agreement import agreement_by_label
 from rag_monitor.review.auth import LoginThrottle, Reviewer, Reviewers, csrf_matches, hash_token, new_session_id
-from rag_monitor.review.blind import REASONS, TRISTATE, TYPED_LABELS, answer_labels, answer_view, neutralise, relevance_labels, relevance_view
+from rag_monitor.review.blind import (
+    REASONS,
+    TRISTATE,
+    TYPED_LABELS,
+    answer_labels,
+    answer_view,
+    neutralise,
+    relevance_labels,
+    relevance_view,
+    shown_order,
+)
 from rag_monitor.review.guidelines import load_guidelines
 from rag_monitor.review.proxy import ExternalView
+from rag_monitor.review.spans import flagged_answers
 from rag_monitor.templating import render
 
 log = logging.getLogger(__name__)
@@ -282,7 +294,10 @@ class ReviewApp:
             return _error(409, str(exc))
         if self.on_review:
             self.on_review(item, labels)
-        return _json({"ok": True})
+        # Only now, with the verdict stored, may the reviewer see what the scorer flagged.
+        shown = [("", item.query_record)] if paired is None else list(zip("AB", shown_order(item.id, item.query_record, paired, swap)))
+        flagged = flagged_answers(self.store, shown)
+        return _json({"ok": True, **({"flagged": flagged} if flagged else {})})
 
     def _skip(self, reviewer: Reviewer, item_id: int, body: Any) -> Response:
         from rag_monitor.store import ClaimError

@@ -132,3 +132,40 @@ def test_a_langchain_pipeline_reaches_records_metrics_and_phoenix(start_agent, p
 
     wait_until(lambda: arrived() is not None, timeout=30, interval=0.5, what="LangChain spans in Phoenix")
     assert "RETRIEVER" in set(arrived()["span_kind"])
+
+
+def test_lettucedetect_scores_reach_phoenix_with_their_spans(start_agent, phoenix_server, tmp_path):
+    """LettuceDetect selected by its setting: the hallucinated spans it finds are in the Phoenix annotation."""
+    from phoenix.client import Client
+
+    from tests.faithfulness.test_lettuce import write_tiny_lettuce
+
+    model = write_tiny_lettuce(tmp_path / "lettuce", bias=(0.0, 3.0))  # flags every answer token
+    agent = start_agent(phoenix_url=phoenix_server.url, phoenix_project="rag-monitor-lettuce", score_interval_s=0.5,
+                        lettucedetect_model_path=str(model), hhem_device="cpu")
+    monitor = rag_monitor.init(service_name="svc", endpoint=agent.otlp_url, release="r1")
+    try:
+        trace_id = run_query(monitor)
+        monitor.feedback(trace_id, "thumbs_down")
+        monitor.force_flush()
+    finally:
+        monitor.shutdown()
+    wait_until(lambda: "lettucedetect" in agent.store.scores_for(trace_id), timeout=60, what="the score")
+    answer = agent.store.get_recent(trace_id).answer
+    stored = agent.store.scores_for(trace_id)["lettucedetect"]
+    assert stored.label == "unsupported" and [(c["start"], c["end"]) for c in json.loads(stored.claims)] == [(0, len(answer))]
+    client = Client(base_url=phoenix_server.url)
+    root_span_id = agent.store.get_recent(trace_id).root_span_id
+
+    def annotations():
+        frame = client.spans.get_span_annotations_dataframe(span_ids=[root_span_id], project_identifier="rag-monitor-lettuce")
+        return frame if len(frame) else None
+
+    wait_until(lambda: annotations() is not None, timeout=30, interval=0.5, what="the annotation in Phoenix")
+    row = annotations().iloc[0].to_dict()
+    assert row["annotation_name"] == "faithfulness" and row["result.label"] == "unsupported"
+    assert row["result.explanation"] == f"1 hallucinated span:\n- [0:{len(answer)}] {answer!r} ({json.loads(stored.claims)[0]['score']:.2f})"
+    metadata = row.get("metadata")
+    spans = metadata["hallucinated_spans"] if isinstance(metadata, dict) else row["metadata.hallucinated_spans"]
+    assert [(s["start"], s["end"], s["text"]) for s in spans] == [(0, len(answer), answer)]
+    assert row["annotator_kind"] == "LLM"

@@ -53,8 +53,13 @@ def review_all(client: Client) -> list[list[str]]:
         status, body = client.api("POST", f"/api/review/items/{item}/relevance", {})
         view = json.loads(body)
         assert "answers" in view and "variant" not in json.dumps(view)  # blind: the page names no variant
+        # each answer beside the contexts its own side was given (the answers quote them)
+        assert view["answer_contexts"] == [[answer] for answer in view["answers"]]
         shown.append(view["answers"])
-        assert client.api("POST", f"/api/review/items/{item}/labels", {"preferred": prefer_current(view)})[0] == 200
+        labels = {"preferred": prefer_current(view)}
+        for side, answer in zip("ab", view["answers"]):  # faithful to its contexts; the archived policy is wrong
+            labels |= {f"faithful_{side}": "yes", f"correct_{side}": "no" if "archived" in answer else "yes"}
+        assert client.api("POST", f"/api/review/items/{item}/labels", labels)[0] == 200
 
 
 def test_reviewed_shadow_pairs_produce_the_report(start_agent, tmp_path, capsys):
@@ -115,6 +120,10 @@ def test_reviewed_shadow_pairs_produce_the_report(start_agent, tmp_path, capsys)
     assert candidate["refusal_rate"] == production["refusal_rate"] == 0.0
     assert candidate["scored"] + production["scored"] > 0 and report["scorer"] == "lexical-v1"
     assert candidate["latency_p95_s"] is not None and production["latency_p50_s"] is not None
+    # per side, from the first reviews: production served the archived policy on 4 of 6 queries
+    assert (production["reviewed_incorrect"]["value"], production["reviewed_incorrect"]["judged"]) == (pytest.approx(4 / 6), 6)
+    assert candidate["reviewed_incorrect"]["value"] == 0.0 and candidate["reviewed_unsupported"]["value"] == 0.0
+    assert production["reviewed_unsupported"]["value"] == 0.0
 
     v = {"variant": "fixed"}
     wait_until(lambda: agent.metric("rag_shadow_win_rate", v) is not None, timeout=15, what="the shadow metrics")
@@ -125,4 +134,6 @@ def test_reviewed_shadow_pairs_produce_the_report(start_agent, tmp_path, capsys)
     assert agent.metric("rag_shadow_pairs_sampled", v) == 6
     assert agent.metric("rag_shadow_swap_agreement_ratio", v) == 1.0
     assert agent.metric("rag_shadow_cost_per_query_usd", {**v, "side": "candidate"}) == pytest.approx(candidate["cost_per_query_usd"])
+    assert agent.metric("rag_shadow_reviewed_incorrect_ratio", {**v, "side": "production"}) == pytest.approx(4 / 6)
+    assert agent.metric("rag_shadow_reviewed_incorrect_ratio", {**v, "side": "candidate"}) == 0.0
     assert "rag_shadow_win_rate{" in agent.scrape()

@@ -1,6 +1,8 @@
 // The blind review page, in two steps: relevance on shuffled candidates, then the answer.
 // Keyboard: 1-9 relevant, Shift+1-9 gold, Enter next/submit; f/u faithful yes/no, c/x correct
-// yes/no, r/n refusal appropriate yes/no, a corrected answer, s skip, Esc leaves a text field.
+// yes/no (a shadow pair: for A, and with Shift for B), r/n refusal appropriate yes/no, a corrected
+// answer, s skip, Esc leaves a text field. The spans the scorer flagged are shown only once the
+// verdict is saved (the submit's answer carries them), never before.
 "use strict";
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 let current = null;
@@ -30,7 +32,7 @@ function showRelevance(view) {
   $("relevance").hidden = false; $("answer-step").hidden = true;
   // nothing of an earlier item's answer step stays in the DOM
   ["answer", "answer-a", "answer-b"].forEach((id) => text(id, ""));
-  $("contexts").replaceChildren();
+  ["contexts", "contexts-a", "contexts-b", "flagged-answers"].forEach((id) => $(id).replaceChildren());
   $("candidates").replaceChildren(...view.candidates.map((c) => {
     const li = document.createElement("li");
     li.append(item("p", c.content), checkbox("relevant", c.key, "relevant"), checkbox("gold", c.key, "gold"));
@@ -42,11 +44,18 @@ function showRelevance(view) {
 }
 
 function showAnswer(view) {
-  $("relevance").hidden = true; $("answer-step").hidden = false;
+  $("relevance").hidden = true; $("answer-step").hidden = false; $("flagged").hidden = true;
   const pair = Array.isArray(view.answers);
   $("single-answer").hidden = pair; $("pair-answers").hidden = !pair;
-  if (pair) { text("answer-a", view.answers[0]); text("answer-b", view.answers[1]); } else { text("answer", view.answer); }
-  $("contexts").replaceChildren(...view.contexts.map((c) => item("li", c)));
+  if (pair) {
+    ["a", "b"].forEach((side, i) => {
+      text(`answer-${side}`, view.answers[i]);
+      $(`contexts-${side}`).replaceChildren(...view.answer_contexts[i].map((c) => item("li", c)));
+    });
+  } else {
+    text("answer", view.answer);
+    $("contexts").replaceChildren(...view.contexts.map((c) => item("li", c)));
+  }
   document.querySelectorAll("#answer-step input").forEach((r) => { r.checked = false; });
   $("corrected").value = ""; $("note").value = "";
   $("submit").focus();
@@ -54,7 +63,7 @@ function showAnswer(view) {
 
 function render(view) {
   current = view;
-  $("item").hidden = false;
+  $("item").hidden = false; $("flagged").hidden = true; $("flagged-answers").replaceChildren(); $("skip-form").hidden = false;
   text("question", view.question);
   $("skip-reason").value = "";
   if (view.step === "relevance") showRelevance(view); else showAnswer(view);
@@ -105,17 +114,41 @@ async function submitAnswer(event) {
   if (event) event.preventDefault();
   if (!current || current.step !== "answer") return;
   const labels = {
-    faithful: radio("faithful"), correct: radio("correct"), refusal_appropriate: radio("refusal_appropriate"),
+    refusal_appropriate: radio("refusal_appropriate"),
     reasons: [...document.querySelectorAll('input[name="reason"]:checked')].map((b) => b.value),
     corrected_answer: $("corrected").value, note: $("note").value,
   };
-  if (Array.isArray(current.answers)) labels.preferred = radio("preferred");
-  await post(`/api/review/items/${current.item}/labels`, labels, async () => { text("status", "Saved."); await next(); });
+  if (Array.isArray(current.answers)) {
+    labels.preferred = radio("preferred");
+    for (const side of ["a", "b"]) { labels[`faithful_${side}`] = radio(`faithful_${side}`); labels[`correct_${side}`] = radio(`correct_${side}`); }
+  } else { labels.faithful = radio("faithful"); labels.correct = radio("correct"); }
+  await post(`/api/review/items/${current.item}/labels`, labels, async (response) => {
+    text("status", "Saved.");
+    const saved = await response.json();
+    if (saved.flagged) showFlagged(saved.flagged); else await next();
+  });
+}
+
+// After the verdict is stored: each answer with the parts the scorer flagged marked.
+function showFlagged(answers) {
+  current = { step: "flagged" };
+  $("answer-step").hidden = true; $("skip-form").hidden = true; $("flagged").hidden = false;
+  $("flagged-answers").replaceChildren(...answers.map((a) => {
+    const wrap = document.createElement("div"), p = document.createElement("p");
+    if (a.label) wrap.append(item("h3", a.label));
+    p.dir = "auto"; p.className = "flagged-answer";
+    p.append(...a.segments.map((s) => (s.flagged ? item("mark", s.text) : document.createTextNode(s.text))));
+    wrap.append(p);
+    if (!a.scored) wrap.append(item("p", "Not scored by the span model yet."));
+    else if (!a.segments.some((s) => s.flagged)) wrap.append(item("p", "Nothing flagged."));
+    return wrap;
+  }));
+  $("next-item").focus();
 }
 
 async function skip(event) {
   if (event) event.preventDefault();
-  if (!current) return;
+  if (!current || current.step === "flagged") return;  // already saved: nothing to skip
   const reason = $("skip-reason").value.trim();
   if (!reason) { text("status", "Say why you skip (type a reason, then Enter)."); $("skip-reason").focus(); return; }
   await post(`/api/review/items/${current.item}/skip`, { reason }, async () => { text("status", "Skipped."); await next(); });
@@ -132,8 +165,14 @@ document.addEventListener("keydown", (event) => {
     const boxes = document.querySelectorAll(`#candidates li:nth-child(${digit[1]}) input.${event.shiftKey ? "gold" : "relevant"}`);
     boxes.forEach((b) => { b.checked = !b.checked; }); event.preventDefault(); return;
   }
+  if (current.step === "flagged") { if (event.key === "Enter" && event.target.tagName !== "BUTTON") { event.preventDefault(); next(); } return; }
+  const pair = Array.isArray(current.answers);
   const keys = { f: ["faithful", "yes"], u: ["faithful", "no"], c: ["correct", "yes"], x: ["correct", "no"], r: ["refusal_appropriate", "yes"], n: ["refusal_appropriate", "no"] };
-  if (current.step === "answer" && keys[event.key]) { check(...keys[event.key]); event.preventDefault(); }
+  const key = keys[event.key.toLowerCase()];
+  if (current.step === "answer" && key) {
+    const side = event.key === event.key.toLowerCase() ? "a" : "b";  // Shift: answer B of a pair
+    check(pair && (key[0] === "faithful" || key[0] === "correct") ? `${key[0]}_${side}` : key[0], key[1]); event.preventDefault();
+  }
   else if (current.step === "answer" && event.key === "a") { $("corrected").focus(); event.preventDefault(); }
   else if (event.key === "s") { $("skip-reason").focus(); event.preventDefault(); }
   else if (event.key === "Enter" && event.target.tagName !== "BUTTON") {
@@ -144,5 +183,6 @@ document.addEventListener("keydown", (event) => {
 $("relevance").addEventListener("submit", submitRelevance);
 $("answer-step").addEventListener("submit", submitAnswer);
 $("skip-form").addEventListener("submit", skip);
+$("next-item").addEventListener("click", () => next());
 $("logout").addEventListener("click", async () => { await api("/review/logout"); location.reload(); });
 next();
