@@ -147,7 +147,7 @@ class AgentMetrics:
 
         # --- sampling and review ---
         self.sampled = Counter("rag_sampled_total", "Queries chosen for review, by stratum.", ["stratum"], registry=r)
-        self.review_pull_expired = Counter("rag_review_pull_expired_total", "Thumbs-down for queries no longer in the recent-records cache.", registry=r)
+        self.review_pull_expired = Counter("rag_review_pull_expired_total", "Thumbs-down and follow-ups for queries no longer in the recent-records cache (too late to pull them into review).", registry=r)
 
         # --- drift ---
         self.drift_statistic = Gauge("rag_drift_statistic", "Latest drift test statistic.", ["signal", "detector"], registry=r)
