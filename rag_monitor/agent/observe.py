@@ -103,12 +103,12 @@ class RegenerationDetector:
         except Exception:
             self.on_unchecked(len(batch))
             raise
-        if follow_ups:
-            self.on_follow_ups(follow_ups)
         for reasked in found:
             self.on_regeneration(*reasked.labels)
         for reasked in {q.trace_id: q for q in found if q.trace_id in claimed}.values():
             self.on_regenerated_query(*reasked.labels)
+        if follow_ups:  # last: a store failure here leaves the regenerations counted
+            self.on_follow_ups(follow_ups)
         return len(found)
 
     def detect(self, asked: list[_Asked]) -> tuple[list[SessionQuery], set[str], list[tuple[str, Feedback]]]:
@@ -119,7 +119,6 @@ class RegenerationDetector:
         latest = {a.session_id: SessionQuery(a.start_ns, sorted(words[a.trace_id]), a.trace_id, a.labels) for a in asked}
         found: list[SessionQuery] = []
         follow_ups: list[tuple[str, Feedback]] = []
-        doubting = {a.trace_id for a in asked if self.follow_ups is not None and self.follow_ups.matches(a.query)}
 
         def reasked(stored: dict[str, SessionQuery]) -> list[str]:
             found.clear()
@@ -132,8 +131,8 @@ class RegenerationDetector:
                 if previous is not None and 0 < gap_ns <= self.window_ns \
                         and jaccard(words[a.trace_id], previous[1]) >= self.similarity:
                     found.append(previous[0]._replace(labels=previous[0].labels or a.labels))
-                if a.trace_id in doubting and previous is not None and previous[0].trace_id \
-                        and 0 < gap_ns <= self.follow_ups.window_ns:
+                if self.follow_ups is not None and previous is not None and previous[0].trace_id \
+                        and self.follow_ups.follows_up(a.query, gap_ns):
                     follow_ups.append((previous[0].trace_id, detected_feedback(a.trace_id, a.start_ns)))
                 if previous is None or a.start_ns >= previous[0].start_ns:
                     before[a.session_id] = (SessionQuery(a.start_ns, [], a.trace_id, a.labels), words[a.trace_id])
