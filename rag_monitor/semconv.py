@@ -272,6 +272,12 @@ FEEDBACK_REGENERATE = "regenerate"
 FEEDBACK_COPY = "copy"
 FEEDBACK_DWELL = "dwell"
 FEEDBACK_FOLLOW_UP = "follow_up"
+FEEDBACK_CITATION_CLICK = "citation_click"
+"""The user opened a cited document: its id in OpenInference's ``document.id`` on the feedback span."""
+FEEDBACK_SHARE = "share"
+"""The user shared or exported the answer (how: ``rag.feedback.value``)."""
+FEEDBACK_EDIT = "edit"
+"""The user edited the answer: their text in OpenInference's ``output.value`` on the feedback span."""
 FEEDBACK_KINDS = (
     FEEDBACK_THUMBS_UP,
     FEEDBACK_THUMBS_DOWN,
@@ -279,6 +285,9 @@ FEEDBACK_KINDS = (
     FEEDBACK_COPY,
     FEEDBACK_DWELL,
     FEEDBACK_FOLLOW_UP,
+    FEEDBACK_CITATION_CLICK,
+    FEEDBACK_SHARE,
+    FEEDBACK_EDIT,
 )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from rag_monitor import semconv
 from rag_monitor.agent.changes import ChangeTracker
+from rag_monitor.agent.follow_ups import FollowUpMatcher, detected_feedback
 from rag_monitor.agent.releases import ReleaseLabels
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.collectors.pricing import model_calls, price_query
@@ -47,16 +48,25 @@ class RegenerationDetector:
     (``on_regenerated_query``), so a click and the re-ask it triggers are one regeneration. Both
     carry the re-asked query's labels. Queries that overflow the queue, or that meet an
     unavailable store, are counted unchecked.
+
+    The same comparison finds follow-ups (``follow_ups``: "are you sure?" within its window):
+    each is handed to ``on_follow_ups`` as ``(doubted trace id, follow_up Feedback)``, which
+    stores it on the previous query like the app's own ``follow_up`` (``agent/follow_ups.py``).
     """
 
     def __init__(self, store, window_s: float, similarity: float, *,
                  on_regeneration: Callable[[str, str, str], None] = lambda release, variant, intent: None,
                  on_regenerated_query: Callable[[str, str, str], None] = lambda release, variant, intent: None,
                  on_unchecked: Callable[[int], None] = lambda n: None,
+                 follow_ups: FollowUpMatcher | None = None,
+                 on_follow_ups: Callable[[list[tuple[str, Feedback]]], None] = lambda found: None,
                  claim_ttl_s: float = 3600.0, max_queue: int = 20_000, clock=time.time):
         self.store = store
-        self.window_s = window_s
         self.window_ns = int(window_s * 1e9)
+        self.follow_ups = follow_ups if follow_ups is not None and follow_ups.enabled else None
+        self.on_follow_ups = on_follow_ups
+        self.window_s = max(window_s, self.follow_ups.window_ns / 1e9 if self.follow_ups else 0.0)
+        """How long a session's last query is kept: the longer of the two windows."""
         self.similarity = similarity
         self.on_regeneration = on_regeneration
         self.on_regenerated_query = on_regenerated_query
@@ -89,7 +99,7 @@ class RegenerationDetector:
         if not batch:
             return 0
         try:
-            found, claimed = self.detect(batch)
+            found, claimed, follow_ups = self.detect(batch)
         except Exception:
             self.on_unchecked(len(batch))
             raise
@@ -97,31 +107,39 @@ class RegenerationDetector:
             self.on_regeneration(*reasked.labels)
         for reasked in {q.trace_id: q for q in found if q.trace_id in claimed}.values():
             self.on_regenerated_query(*reasked.labels)
+        if follow_ups:  # last: a store failure here leaves the regenerations counted
+            self.on_follow_ups(follow_ups)
         return len(found)
 
-    def detect(self, asked: list[_Asked]) -> tuple[list[SessionQuery], set[str]]:
-        """The queries re-asked by ``asked`` (one per re-ask) and the trace ids of those newly
-        claimed as regenerated, in one store transaction."""
+    def detect(self, asked: list[_Asked]) -> tuple[list[SessionQuery], set[str], list[tuple[str, Feedback]]]:
+        """The queries re-asked by ``asked`` (one per re-ask), the trace ids of those newly
+        claimed as regenerated (in one store transaction) and the follow-ups found."""
         asked = sorted(asked, key=lambda a: a.start_ns)
         words = {a.trace_id: _tokens(a.query) for a in asked}
         latest = {a.session_id: SessionQuery(a.start_ns, sorted(words[a.trace_id]), a.trace_id, a.labels) for a in asked}
         found: list[SessionQuery] = []
+        follow_ups: list[tuple[str, Feedback]] = []
 
         def reasked(stored: dict[str, SessionQuery]) -> list[str]:
             found.clear()
+            follow_ups.clear()
             before = {sid: (q, frozenset(q.words)) for sid, q in stored.items()}
             for a in asked:
                 previous = before.get(a.session_id)
+                gap_ns = a.start_ns - previous[0].start_ns if previous is not None else 0
                 # start > previous start: a re-sent copy of the same query (an exporter's retry) is no re-ask.
-                if previous is not None and 0 < a.start_ns - previous[0].start_ns <= self.window_ns \
+                if previous is not None and 0 < gap_ns <= self.window_ns \
                         and jaccard(words[a.trace_id], previous[1]) >= self.similarity:
                     found.append(previous[0]._replace(labels=previous[0].labels or a.labels))
+                if self.follow_ups is not None and previous is not None and previous[0].trace_id \
+                        and self.follow_ups.follows_up(a.query, gap_ns):
+                    follow_ups.append((previous[0].trace_id, detected_feedback(a.trace_id, a.start_ns)))
                 if previous is None or a.start_ns >= previous[0].start_ns:
                     before[a.session_id] = (SessionQuery(a.start_ns, [], a.trace_id, a.labels), words[a.trace_id])
             return [q.trace_id for q in found]
 
         _, claimed = self.store.check_session_windows(latest, reasked)
-        return found, claimed
+        return found, claimed, follow_ups
 
     def prune(self) -> int:
         """Forget idle sessions and old claims; returns how many sessions were forgotten."""

@@ -16,13 +16,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rag_monitor import semconv
 from rag_monitor.agent.releases import ReleaseLabels
 from rag_monitor.collectors.assembly import is_root
 from rag_monitor.collectors.dialects import lost_root
 from rag_monitor.collectors.otlp import CONTENT_TYPE_PROTOBUF, Span, decode_export_request, encode_export_request
 from rag_monitor.record import Feedback, QueryRecord
-from rag_monitor.review.sampler import STRATUM_BASE, Sampler, ScoreRate
+from rag_monitor.review.sampler import LATE_STRATA, STRATUM_BASE, Sampler, ScoreRate
 from rag_monitor.store import FeedbackEvent, IngestBatch, IngestOutcome, QueueWrite, Store
 from rag_monitor.store.queue import SCORE_QUEUE
 
@@ -37,7 +36,7 @@ class Written:
     late: list[tuple[QueryRecord | None, Feedback]] = field(default_factory=list)
     outcome: IngestOutcome = field(default_factory=IngestOutcome)
     pull_expired: int = 0
-    """Thumbs-down for queries no longer in the recent-records cache."""
+    """Thumbs-down and follow-ups for queries no longer in the recent-records cache."""
 
 
 class IngestWriter:
@@ -118,7 +117,7 @@ class IngestWriter:
                 batch.known_queries.add(late.trace_id)
             if item is not None:
                 batch.items.append(item)
-            elif record is None and late.feedback.kind == semconv.FEEDBACK_THUMBS_DOWN:
+            elif record is None and late.feedback.kind in LATE_STRATA:
                 written.pull_expired += 1
         written.outcome = self.store.persist_ingest(batch, now=now)
         # Late feedback counts once: a resent event (a retry after a lost acknowledgement) is not new.
@@ -143,7 +142,7 @@ class IngestWriter:
         return batch_records.get(record.shadow_of) or self.store.get_recent(record.shadow_of)
 
     def _late_feedback(self, trace_id: str, feedback: Feedback, now: float | None = None) -> tuple[QueryRecord | None, QueueWrite | None]:
-        """The query of late feedback; a thumbs-down raises its inclusion probability.
+        """The query of late feedback; a thumbs-down or a follow-up raises its inclusion probability.
 
         Only while the query is in the recent-records cache: a complaint after that changes
         nothing, for sampled and unsampled queries alike, so the design stays one the estimates
@@ -151,10 +150,10 @@ class IngestWriter:
         already counted the draw that missed it); a queued one keeps what it added.
         """
         record = self.store.get_recent(trace_id, live=True, now=now)
-        if feedback.kind != semconv.FEEDBACK_THUMBS_DOWN or record is None:
+        if feedback.kind not in LATE_STRATA or record is None:
             return record, None
         record.feedback.append(feedback)
-        decision = self.sampler.decide(record, thumbs_down=True)
+        decision = self.sampler.decide(record)  # its strata now include the feedback's
         if decision is None:
             return record, None
         score_p = self.sampler.score_probability(record, decision, self.score_rate.observe(0))

@@ -21,10 +21,10 @@ from rag_monitor.agent.freshness import FreshnessTracker
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.persist import IngestWriter
 from rag_monitor.alerts.metrics import AgentMetrics
-from rag_monitor.collectors.assembly import TraceAssembler
+from rag_monitor.collectors.assembly import AssemblyOutput, LateFeedback, TraceAssembler
 from rag_monitor.collectors.otlp import DecodeResult, decode_export_request
 from rag_monitor.collectors.redaction import Redactor
-from rag_monitor.record import QueryRecord
+from rag_monitor.record import Feedback, QueryRecord
 from rag_monitor.review.sampler import Sampler
 from rag_monitor.store import Store, StoreUnavailable
 from rag_monitor.store.queue import DEFAULT_QUEUE
@@ -118,6 +118,17 @@ class IngestPipeline:
             error_message=decoded.error_message or "",
             records=len(output.records),
         )
+
+    def add_follow_ups(self, found: list[tuple[str, Feedback]]) -> None:
+        """Detected follow-ups (``(doubted trace id, feedback)``), stored and counted as the app's
+        own ``follow_up`` feedback arriving late: the doubted query enters the follow-up stratum."""
+        output = AssemblyOutput(late_feedback=[LateFeedback(trace_id, feedback, True) for trace_id, feedback in found])
+        with self._lock:
+            try:
+                self._process(output)
+            except StoreUnavailable:
+                self.metrics.store_errors.labels("follow_up").inc()
+                raise
 
     def expire(self) -> None:
         """Assemble or drop traces whose root never came (called periodically); counted by reason."""

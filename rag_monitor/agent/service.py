@@ -37,6 +37,7 @@ from rag_monitor.agent.freshness import FreshnessTracker
 from rag_monitor.agent.http import (answering_half_closed, check_listen_address, health_routes, metrics_routes, otlp_app,
                                      require_length)
 from rag_monitor.agent.jobs import JobScheduler, agent_jobs
+from rag_monitor.agent.follow_ups import FollowUpMatcher
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
 from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annotator
@@ -201,6 +202,8 @@ class Agent:
             on_regenerated_query=self.observer.count_regenerated_query,
             claim_ttl_s=s.recent_ttl_s,
             on_unchecked=lambda n: self.metrics.regeneration_unchecked.inc(n),
+            follow_ups=FollowUpMatcher(self.sampler.config.follow_up_patterns, self.sampler.config.follow_up_window_s),
+            on_follow_ups=lambda found: self.pipeline.add_follow_ups(found),
         )
         self.observer.releases.refresh(self.store)
         if s.phoenix_url:

@@ -116,7 +116,7 @@ class AgentMetrics:
         self.index_stale_queries = Counter("rag_index_stale_queries_total", "Of the checked queries, those served a document older than its newest version committed before the query started.", rv, registry=r)
 
         # --- user feedback ---
-        self.feedback = Counter("rag_feedback_total", "User feedback events by kind.", [*rv, "kind"], registry=r)
+        self.feedback = Counter("rag_feedback_total", "User feedback events by kind: thumbs_up, thumbs_down, regenerate, copy, dwell, follow_up (marked by the app or detected), citation_click, share, edit.", [*rv, "kind"], registry=r)
         self.regenerations = Counter("rag_regenerations_total", "Regeneration signals by source: explicit regenerate events and inferred near-duplicate re-asks, under the regenerated query's labels. A click and the re-ask it triggers are two signals of one regeneration: rates read rag_regenerated_queries_total.", [*rv, "intent", "source"], registry=r)
         self.regenerated_queries = Counter("rag_regenerated_queries_total", "Queries regenerated (an explicit regenerate, a near-duplicate re-ask in the same session within the window, or both), each counted once: the numerator of the regeneration rate. Present at 0 beside every query series.", [*rv, "intent"], registry=r)
         self.regeneration_unchecked = Counter("rag_agent_regeneration_unchecked_total", "Queries not checked for an inferred regeneration (check queue full, or the store unavailable).", registry=r)
@@ -147,7 +147,7 @@ class AgentMetrics:
 
         # --- sampling and review ---
         self.sampled = Counter("rag_sampled_total", "Queries chosen for review, by stratum.", ["stratum"], registry=r)
-        self.review_pull_expired = Counter("rag_review_pull_expired_total", "Thumbs-down for queries no longer in the recent-records cache.", registry=r)
+        self.review_pull_expired = Counter("rag_review_pull_expired_total", "Thumbs-down and follow-ups for queries no longer in the recent-records cache (too late to pull them into review).", registry=r)
 
         # --- drift ---
         self.drift_statistic = Gauge("rag_drift_statistic", "Latest drift test statistic.", ["signal", "detector"], registry=r)

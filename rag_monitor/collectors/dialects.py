@@ -98,12 +98,16 @@ def is_feedback_span(span: Span) -> bool:
     return span.name == sc.RAG_FEEDBACK_SPAN_NAME or sc.RAG_FEEDBACK_KIND in span.attributes
 
 
+_FEEDBACK_PAYLOAD = {sc.FEEDBACK_CITATION_CLICK: sc.DOCUMENT_ID, sc.FEEDBACK_EDIT: sc.OUTPUT_VALUE}
+
+
 def feedback_from_span(span: Span) -> Feedback | None:
     attrs = span.attributes
     kind = attrs.get(sc.RAG_FEEDBACK_KIND)
     if not isinstance(kind, str) or not kind:
         return None
-    value = attrs.get(sc.RAG_FEEDBACK_VALUE)
+    # The payload under its OpenInference name: the clicked citation's id, the edited answer.
+    value = attrs.get(sc.RAG_FEEDBACK_VALUE, attrs.get(_FEEDBACK_PAYLOAD.get(kind, "")))
     if isinstance(value, (bool, int)):
         value = float(value)
     elif not isinstance(value, (float, str)):

@@ -21,6 +21,7 @@ ID_KEYS = frozenset(
         sc.SESSION_ID, sc.USER_ID, sc.GEN_AI_CONVERSATION_ID, sc.RAG_TENANT, sc.RAG_CITATIONS,
         sc.RAG_CONTEXT_DOCUMENT_IDS, sc.RAG_FILTER_EXCLUDED_IDS,
         sc.RAG_INDEX_DOCUMENT_ID,  # the same pseudonym as the retrieved document's id, so versions still join
+        sc.DOCUMENT_ID,  # a citation click's document (on the feedback span): joins its retrieved document
     }
 )
 ID_SUFFIX = "." + sc.DOCUMENT_ID

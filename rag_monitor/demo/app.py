@@ -73,6 +73,10 @@ class ReleaseConfig:
     keyword_index: bool = True
     """False: the bad release's index rebuild lost its BM25 side, so dense-only retrieval reshuffles
     the candidates (the neighbour-stability probes see it; ``demo/probes.py``)."""
+    model_version: str | None = None
+    """The provider's version answering ``GENERATOR_MODEL``, reported as the generate span's response
+    model (None: not reported). A new one under the same requested name, with no release, is the
+    full demo's provider update: a ``model`` change the alerts' triage compares across."""
 
 
 GOOD_RELEASE = ReleaseConfig("r1")
@@ -291,6 +295,8 @@ class SupportApp:
             prompt_words = len(question.split()) + sum(len(d.content.split()) for d in context)
             q.context(document_ids=[d.id for d in context], tokens=_tokens(prompt_words))
             with q.generate(model=GENERATOR_MODEL, provider="local") as g:
+                if self.release.model_version:
+                    g.response_model(f"{GENERATOR_MODEL}-{self.release.model_version}")
                 self.sleep(self.release.generation_delay_s)
                 text, citations, confidence = self._generate(question, context)
                 text = embellish(text, question, user.id, "\n".join(d.content for d in context), self.release.embellish_share)

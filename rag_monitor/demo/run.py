@@ -344,14 +344,15 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             monitors[name] = rag_monitor.init(service_name=SERVICE_NAME, endpoint=endpoint, release=name, schedule_delay_s=0.5,
                                               shadow=ShadowConfig(share=1.0, timeout_s=10.0, max_concurrency=1, max_pending=4))
     base = SupportApp(corpus, monitors[phases[0].release.name], MiniLMEmbedder(), phases[0].release, cache_dir=root / "cache")
-    apps = {p.release.name: base.with_release(p.release, monitors[p.release.name]) for p in phases}
+    # One app per phase: the full demo's provider update runs release r1 with another model version.
+    apps = {p.name: base.with_release(p.release, monitors[p.release.name]) for p in phases}
     index, lag_marks = DemoIndex(corpus, now=time.time()), LagMarks(agent.registry)
     index.publish(monitors[phases[0].release.name])
     for app in apps.values():
         app.versions = index.current
     for phase in phases:
         if phase.shadow is not None:
-            apps[phase.release.name].shadow = base.with_release(phase.shadow, monitors[phase.release.name])
+            apps[phase.name].shadow = base.with_release(phase.shadow, monitors[phase.release.name])
     runner = TrafficRunner(corpus, apps, seed=options.seed)
     drift = DriftRuns(agent.store)
     reviewer = SimulatedReviewer(f"http://127.0.0.1:{agent.settings.http_port}", SIMULATED_TOKEN, corpus)
@@ -370,9 +371,9 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
             script = build_script(phase, corpus, options.seed)
             deployed_at = time.time()
             drift.phase_started(phase.name, deployed_at)
-            hook.deploy(apps[phase.release.name])
+            hook.deploy(apps[phase.name])
             if phase.release.stale_index:
-                apps[phase.release.name].versions = index.ship_stale_snapshot(monitors[phase.release.name], time.time())
+                apps[phase.name].versions = index.ship_stale_snapshot(monitors[phase.release.name], time.time())
             stats.append(runner.run(phase, script, progress=progress, on_query=lambda a: recent.append(a.trace_id)))
             for monitor in monitors.values():
                 monitor.force_flush()

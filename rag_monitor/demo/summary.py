@@ -126,6 +126,26 @@ class DemoSummary:
     """The same over the pairs whose production answer cited an archived policy."""
     human_queue: dict[str, int] = field(default_factory=dict)
     """What waits for the person trying the demo: ``items`` (claimable by them), ``pairs``."""
+    changes: list[tuple[str, str, float]] = field(default_factory=list)
+    """The latest change of each kind ``(kind, change, unix time)``: the dashboard's annotations."""
+
+
+def change_lines(registry: Any) -> list[tuple[str, str, float]]:
+    """``rag_change_last_timestamp_seconds`` as ``(kind, change, time)``, oldest first."""
+    found = [(sample.labels["kind"], sample.labels["change"], sample.value)
+             for sample in _samples(registry, "rag_change_last_timestamp_seconds")
+             if sample.name == "rag_change_last_timestamp_seconds"]
+    return sorted(found, key=lambda c: c[2])
+
+
+def render_changes(changes: Sequence[tuple[str, str, float]]) -> list[str]:
+    import time
+
+    lines = ["", "Changes (dashboard annotations; each alert's triage compares its signal across the latest)"]
+    if not changes:
+        lines.append("  none seen")
+    lines += [f"  {kind:<8} {change:<32} at {time.strftime('%H:%M:%S', time.gmtime(t))} UTC" for kind, change, t in changes]
+    return lines
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -186,7 +206,7 @@ def collect_summary(
         stages=stage_quantiles(registry, [r.release for r in releases]), releases=releases, phases=list(phases), drift=[dict(d) for d in drift],
         alerts=_firing_first(alerts), review_queue=dict(depth), review_by_stratum=strata,
         thumbs_down_in_queue=in_queue, thumbs_down_sent=len(thumbs_sent), urls=dict(urls), notes=list(notes),
-        human_queue=dict(human_queue or {}), probes=list(probes), probe_errors=sum(sums_by(registry, "rag_probe_errors_total", []).values()),
+        human_queue=dict(human_queue or {}), probes=list(probes), changes=change_lines(registry), probe_errors=sum(sums_by(registry, "rag_probe_errors_total", []).values()),
         shadow=shadow_report(agent.store, call_cost=agent.prices.call_cost, storage_usd_per_query=storage),
         shadow_archived=shadow_report(agent.store, call_cost=agent.prices.call_cost, keep=cites_archived,
                                       storage_usd_per_query=storage),
@@ -272,6 +292,7 @@ def render_summary(s: DemoSummary) -> str:
         lines.append(f"  {phase:<12} {last['signal']} ({last['detector']}): latest {verdict} (p={last['p_value']:.3g}, "
                      f"n={last['n_reference']}/{last['n_current']}); {flagged} of {len(runs)} tests flagged drift")
     lines += render_probes(s.probes, s.probe_errors)
+    lines += render_changes(s.changes)
     lines += ["", "Alerts that fired (Alertmanager -> webhook)"]
     if not s.alerts:
         lines.append("  none received" if "prometheus" in s.urls else "  (Prometheus/Alertmanager not running: no alerts evaluated)")

@@ -8,6 +8,10 @@ The story, phase by phase (``plan_phases``):
    answers come from the archived one, and it is slower. Users who notice the outdated answer
    press thumbs-down and regenerate (ask again).
 
+The full demo (not ``--quick``) plays a provider update between 2 and 3: still release r1, but
+the generator's provider answers the same requested model with a new, slower version; the
+latency alert is triaged as a suspected regression after that model change, not as drift.
+
 Usage::
 
     script = build_script(phase, corpus, seed=7)    # the same questions and users for the same seed
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from rag_monitor import semconv
-from rag_monitor.demo.app import BAD_RELEASE, GOOD_RELEASE, Answer, ReleaseConfig, SupportApp, User
+from rag_monitor.demo.app import BAD_RELEASE, GENERATOR_MODEL, GOOD_RELEASE, Answer, ReleaseConfig, SupportApp, User
 from rag_monitor.demo.corpus import Corpus, Question
 
 
@@ -48,8 +52,18 @@ class Phase:
         return max(1, int(round(self.duration_s * self.queries_per_s)))
 
 
+MODEL_VERSIONS = ("2025-01", "2025-06")
+"""The generator's provider versions in the full demo: before and after the provider update."""
+
+
 def plan_phases(quick: bool = False, release_suffix: str = "", scale: float = 1.0) -> list[Phase]:
-    """The demo's three phases; ``quick`` is the shortened mode of the test (``run.QUICK_DURATION``).
+    """The demo's phases; ``quick`` is the shortened mode of the test (``run.QUICK_DURATION``).
+
+    The full demo adds a provider update between the shift and the bad release: the same release
+    r1, the generator's provider answering with a new model version under the same requested name
+    (slower), so the latency alert is triaged as a suspected regression after that model change
+    rather than drift. The quick demo's timeline (22 + 16 + 24 s) has no room for a fourth phase
+    whose alert must fire and clear before r2 ships, so it keeps the three.
 
     ``release_suffix`` names this run's releases (``r1-2``...) so that a continued run deploys
     releases the agent has not seen before. ``scale`` stretches durations (benchmarks, --serve).
@@ -65,11 +79,20 @@ def plan_phases(quick: bool = False, release_suffix: str = "", scale: float = 1.
     durations = tuple(d * scale for d in durations)
     good = replace(GOOD_RELEASE, name=GOOD_RELEASE.name + release_suffix)
     bad = replace(BAD_RELEASE, name=BAD_RELEASE.name + release_suffix, retrieval_delay_s=delays[0], generation_delay_s=delays[1])
+    provider_update = []
+    if not quick:
+        good = replace(good, model_version=MODEL_VERSIONS[0])
+        updated = replace(good, model_version=MODEL_VERSIONS[1], generation_delay_s=0.5)
+        bad = replace(bad, model_version=MODEL_VERSIONS[1])
+        provider_update = [Phase(
+            "provider-update", f"no release: the provider answers {GENERATOR_MODEL} with a new, slower model version",
+            updated, 45.0 * scale, bad_qps, {"policy": 0.85, "nq": 0.1, "unanswerable": 0.05})]
     return [
         Phase("baseline", "release r1, support-policy questions", good, durations[0], qps,
               {"policy": 0.85, "nq": 0.1, "unanswerable": 0.05}),
         Phase("shift", "new topics arrive (general-knowledge questions)", good, durations[1], qps,
               {"policy": 0.25, "nq": 0.65, "unanswerable": 0.1}),
+        *provider_update,
         Phase("bad-release", "release r2: relevance filter serves archived policies, slower", bad, durations[2], bad_qps,
               {"policy": 0.7, "nq": 0.25, "unanswerable": 0.05}, users_notice=True,
               # the fixed pipeline, in shadow: current policies, no invented sentences
@@ -164,7 +187,7 @@ class TrafficRunner:
         progress: Callable[[str, int, int], None] | None = None,
         on_query: Callable[[Answer], None] | None = None,
     ) -> PhaseStats:
-        app = self.apps[phase.release.name]
+        app = self.apps[phase.name]
         rng = random.Random(f"{self.seed}:{phase.name}:users")
         stats = PhaseStats(phase.name, phase.release.name)
         interval = 1.0 / phase.queries_per_s

@@ -11,7 +11,8 @@ when ``u < max(score_rate, p)``, so the review sample is a subsample of the scor
 inclusion probabilities are known (prediction-powered rates need both). ``ScoreRate`` lowers the
 scoring rate when the traffic would exceed the scorer's budget in pairs per second.
 
-A complaint that arrives later only adds a stratum, so ``p`` can only grow: a query sampled
+A complaint (or a follow-up: the user doubted the answer, marked by the app or detected by the
+agent) that arrives later only adds a stratum, so ``p`` can only grow: a query sampled
 before stays sampled (``u < p_before <= p_after``) and its stored item takes the new probability
 and weight; one not sampled before is pulled in when ``u < p_after``. Either way the estimates
 stay unbiased. A shadow query draws on the production trace it shadows (``u`` of ``shadow_of``),
@@ -22,11 +23,13 @@ Usage::
     sampler = Sampler(SamplingConfig(base_rate=0.01))
     decision = sampler.decide(record)            # None, or SampleDecision(stratum, probability)
     sampler.decide(record, thumbs_down=True)     # a complaint arrived later
+    sampler.decide(record, follow_up=True)       # the user followed the answer up ("are you sure?")
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections import deque
@@ -41,6 +44,9 @@ STRATUM_THUMBS_DOWN = "thumbs_down"
 STRATUM_LOW_CONFIDENCE = "low_confidence"
 STRATUM_REFUSAL = "refusal"
 STRATUM_SHADOW_PAIR = "shadow_pair"
+STRATUM_FOLLOW_UP = "follow_up"
+LATE_STRATA = {semconv.FEEDBACK_THUMBS_DOWN: STRATUM_THUMBS_DOWN, semconv.FEEDBACK_FOLLOW_UP: STRATUM_FOLLOW_UP}
+"""Feedback kinds that put their query in a stratum when they arrive (usually after the query)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,13 @@ class SamplingConfig:
     low_confidence_below: float = 0.5
     refusal_rate: float = 0.1
     shadow_pair_rate: float = 0.05
+    follow_up_rate: float = 0.5
+    """A query whose answer the user followed up: ``follow_up`` feedback on it, or a detected follow-up."""
+    follow_up_window_s: float = 300.0
+    """A query of the same session this soon after another, matching ``follow_up_patterns``, follows it up."""
+    follow_up_patterns: tuple[str, ...] = ()
+    """Regular expressions searched in the follow-up's text, lower-cased and without accents
+    (``rag_monitor.agent.follow_ups.normalise``); none: the agent detects none (the app may still mark them)."""
     salt: str = "rag-monitor"
     """Change it to draw an independent sample (e.g. for a second review programme)."""
     score_rate: float = 0.1
@@ -64,8 +77,18 @@ class SamplingConfig:
     def __post_init__(self) -> None:
         if self.score_budget < 0:
             raise ValueError(f"sampling score_budget must be >= 0 pairs/s, got {self.score_budget!r}")
+        if self.follow_up_window_s < 0:
+            raise ValueError(f"sampling follow_up_window_s must be >= 0 seconds, got {self.follow_up_window_s!r}")
+        if isinstance(self.follow_up_patterns, str) or not all(isinstance(p, str) for p in self.follow_up_patterns):
+            raise ValueError(f"sampling follow_up_patterns must be a list of strings, got {self.follow_up_patterns!r}")
+        object.__setattr__(self, "follow_up_patterns", tuple(self.follow_up_patterns))
+        for pattern in self.follow_up_patterns:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"sampling follow_up_patterns: {pattern!r} is not a regular expression ({e})") from None
         for name in ("base_rate", "thumbs_down_rate", "low_confidence_rate", "refusal_rate", "shadow_pair_rate",
-                     "score_rate"):
+                     "follow_up_rate", "score_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"sampling {name} must be within [0, 1], got {value!r}")
@@ -103,12 +126,15 @@ class Sampler:
         digest = hashlib.blake2b(trace_id.encode(), digest_size=8, key=self._salt[:64]).digest()
         return int.from_bytes(digest, "big") / 2**64
 
-    def stratum(self, record: QueryRecord, thumbs_down: bool = False) -> tuple[str, float]:
+    def stratum(self, record: QueryRecord, thumbs_down: bool = False, follow_up: bool = False) -> tuple[str, float]:
         """The highest-rate stratum the record qualifies for, and its rate."""
         c = self.config
         candidates = [(STRATUM_BASE, c.base_rate)]
-        if thumbs_down or any(f.kind == semconv.FEEDBACK_THUMBS_DOWN for f in record.feedback):
+        kinds = {f.kind for f in record.feedback}
+        if thumbs_down or semconv.FEEDBACK_THUMBS_DOWN in kinds:
             candidates.append((STRATUM_THUMBS_DOWN, c.thumbs_down_rate))
+        if follow_up or semconv.FEEDBACK_FOLLOW_UP in kinds:
+            candidates.append((STRATUM_FOLLOW_UP, c.follow_up_rate))
         if record.confidence is not None and record.confidence < c.low_confidence_below:
             candidates.append((STRATUM_LOW_CONFIDENCE, c.low_confidence_rate))
         if record.refused:
@@ -121,8 +147,8 @@ class Sampler:
         """The trace whose draw decides: a shadow query's production trace, else its own."""
         return record.shadow_of or record.trace_id
 
-    def decide(self, record: QueryRecord, thumbs_down: bool = False) -> SampleDecision | None:
-        stratum, rate = self.stratum(record, thumbs_down)
+    def decide(self, record: QueryRecord, thumbs_down: bool = False, follow_up: bool = False) -> SampleDecision | None:
+        stratum, rate = self.stratum(record, thumbs_down, follow_up)
         if rate <= 0.0 or self.uniform(self.draw_id(record)) >= rate:
             return None
         return SampleDecision(stratum, rate, pair_trace_id=record.shadow_of)

@@ -27,14 +27,15 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.trace import Link
 
 from rag_monitor import semconv
 from rag_monitor.sdk._logging import log, rate_limit_export_thread_logs
 from rag_monitor.sdk.config import RAG_MONITOR_DISABLED, CaptureConfig, ExportConfig, env_flag
+from rag_monitor.sdk.feedback import FeedbackCalls
 from rag_monitor.sdk.handles import late_writes
-from rag_monitor.sdk.ids import RootDerivedIdGenerator, format_trace_id, parse_trace_id, root_span_id
-from rag_monitor.sdk.noop import INVALID_TRACE_ID, NOOP_QUERY, NoopQuery
+from rag_monitor.sdk.ids import RootDerivedIdGenerator, format_trace_id, parse_trace_id
+from rag_monitor.sdk.noop import NOOP_QUERY, NoopQuery
 from rag_monitor.sdk.processor import (
     BoundedBatchSpanProcessor,
     ExportStats,
@@ -42,16 +43,15 @@ from rag_monitor.sdk.processor import (
     _CountingProcessor,
 )
 from rag_monitor.sdk.query import Query, ShadowQuery, current_query
-from rag_monitor.sdk.shadow import ShadowConfig, ShadowContext, ShadowRunner, ShadowStats, ShadowWriteRefused, in_shadow
+from rag_monitor.sdk.shadow import ShadowConfig, ShadowContext, ShadowRunner, ShadowStats, in_shadow
 
 _INSTRUMENTATION_NAME = "rag_monitor"
 _ROOT_CONTEXT = Context()  # an empty context: every query starts a trace of its own
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 # One retrieval of 100 documents is ~400 attributes: OTel's default limit (128) would cut it.
 _MAX_SPAN_ATTRIBUTES = 4096
 
 
-class Monitor:
+class Monitor(FeedbackCalls):
     """Records RAG queries as OpenTelemetry traces and sends them to the rag-monitor agent.
 
     Create one per process with ``rag_monitor.init(...)``; it is safe to share across threads
@@ -253,48 +253,6 @@ class Monitor:
         """Shadow candidates submitted, dropped, completed, timed out, failed, running."""
         runner = self._shadow_runner
         return runner.stats() if runner is not None else ShadowStats()
-
-    def feedback(
-        self,
-        trace_id: str | int | Query | NoopQuery,
-        kind: str,
-        *,
-        reason: str | None = None,
-        value: float | int | str | bool | None = None,
-    ) -> None:
-        """Record a user signal about a query, from any process that knows its trace id.
-
-        ``kind`` is one of ``semconv.FEEDBACK_KINDS`` (else ValueError); ``trace_id`` is 32
-        hex digits, an int or the query handle. The no-op query's id is ignored.
-        """
-        if kind not in semconv.FEEDBACK_KINDS:
-            raise ValueError(f"feedback kind={kind!r}: expected one of {semconv.FEEDBACK_KINDS}")
-        if isinstance(trace_id, ShadowQuery) or in_shadow():
-            raise ShadowWriteRefused("feedback on a shadow query: a shadow's answer never reached a user")
-        if isinstance(trace_id, (Query, NoopQuery)):
-            trace_id = trace_id.trace_id
-        if trace_id == INVALID_TRACE_ID or trace_id == 0:
-            return  # a query the SDK did not record (disabled, or our own failure)
-        tid = parse_trace_id(trace_id)
-        runner = self._shadow_runner
-        if runner is not None and runner.is_shadow(format_trace_id(tid)):
-            raise ShadowWriteRefused(f"feedback on shadow trace {format_trace_id(tid)}: refused")
-        tracer = self._tracer
-        if tracer is None:
-            return
-        try:
-            parent = SpanContext(tid, root_span_id(tid), is_remote=True, trace_flags=_SAMPLED)
-            attrs: dict[str, Any] = {semconv.RAG_FEEDBACK_KIND: kind}
-            if reason is not None:
-                reason = str(reason)
-                limit = self.capture.max_string_length
-                attrs[semconv.RAG_FEEDBACK_REASON] = reason[:limit] if limit else reason
-            if value is not None:
-                attrs[semconv.RAG_FEEDBACK_VALUE] = value if isinstance(value, (bool, int, float, str)) else str(value)
-            context = trace.set_span_in_context(NonRecordingSpan(parent), _ROOT_CONTEXT)
-            tracer.start_span(semconv.RAG_FEEDBACK_SPAN_NAME, context=context, attributes=attrs).end()
-        except Exception:  # noqa: BLE001
-            log.internal_error("feedback")
 
     def index_event(
         self,

@@ -148,6 +148,50 @@ def test_traffic_script_is_deterministic_with_a_seed(corpus):
     assert share(shift) > share(baseline) + 0.3
 
 
+def test_the_full_demo_has_a_provider_update_and_the_quick_one_keeps_its_three_phases():
+    from rag_monitor.demo.traffic import MODEL_VERSIONS, plan_phases
+
+    assert [p.name for p in plan_phases(quick=True)] == ["baseline", "shift", "bad-release"]
+    assert all(p.release.model_version is None for p in plan_phases(quick=True))
+    full = {p.name: p for p in plan_phases(quick=False)}
+    assert list(full) == ["baseline", "shift", "provider-update", "bad-release"]
+    update, shift = full["provider-update"], full["shift"]
+    assert update.release.name == shift.release.name == "r1"  # no release: only the provider's version moved
+    assert (shift.release.model_version, update.release.model_version) == MODEL_VERSIONS
+    assert update.release.generation_delay_s > shift.release.generation_delay_s
+
+
+def test_the_provider_update_is_a_model_change_the_agent_exports_and_the_summary_shows(app, start_agent):
+    """The demo app's generate span reports the provider's version: a new one under the same
+    requested model, with no release, is a ``model`` change (the triage's and the dashboard's)."""
+    import rag_monitor
+    from rag_monitor.demo.app import GENERATOR_MODEL, User
+    from rag_monitor.demo.summary import change_lines, render_changes
+    from rag_monitor.demo.traffic import plan_phases
+    from tests.services import wait_until
+
+    agent = start_agent()
+    monitor = rag_monitor.init(service_name="support-bot", endpoint=agent.otlp_url, release="r1")
+    phases = {p.name: p for p in plan_phases(quick=False)}
+    user = User("u1", "acme", "en", "s1")
+    try:
+        for phase, n in (("shift", 3), ("provider-update", 2)):
+            deployed = app.with_release(replace(phases[phase].release, generation_delay_s=0.0), monitor)
+            for _ in range(n):
+                deployed.ask("How many days do I have to ask for a refund?", user)
+            assert monitor.force_flush(10)
+            wait_until(lambda: agent.metric_sum("rag_queries_total") >= (3 if phase == "shift" else 5), timeout=30,
+                       what=f"the {phase} queries")
+    finally:
+        monitor.shutdown()
+    new_version = f"{GENERATOR_MODEL}-{phases['provider-update'].release.model_version}"
+    assert agent.metric("rag_change_events_total", {"kind": "model"}) == 1.0  # the first version is the baseline
+    assert agent.metric("rag_change_last_timestamp_seconds", {"kind": "model", "change": new_version}) is not None
+    changes = change_lines(agent.agent.registry)
+    assert ("model", new_version) in [(kind, change) for kind, change, _ in changes]
+    assert any(line.strip().startswith(f"model    {new_version}") for line in render_changes(changes))
+
+
 @pytest.mark.timeout(900)  # a bound for a loaded machine: the quick demo takes about 4 minutes alone
 def test_quick_demo_tells_the_story(tmp_path, app, corpus, monkeypatch, capsys):
     """Drift raises the drift verdict; the bad release raises false-exclusion, latency and

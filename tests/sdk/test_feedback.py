@@ -64,3 +64,43 @@ def test_feedback_for_a_noop_query_is_ignored(monitor, exporter):
     monitor.feedback(q.trace_id, "thumbs_up")
     monitor.feedback(q, "thumbs_up")
     assert exporter.get_finished_spans() == ()
+
+
+def test_citation_click_share_and_edit_carry_their_payload_under_openinference_names(monitor, exporter):
+    with monitor.query("What is the refund window?") as q:
+        pass
+    monitor.citation_click(q, "kb-refunds")
+    monitor.share(q.trace_id, "export")
+    monitor.edit(q, "Refunds within 14 days.")
+    click, share, edit = (s for s in exporter.get_finished_spans() if s.name == semconv.RAG_FEEDBACK_SPAN_NAME)
+    root = next(s for s in exporter.get_finished_spans() if s.name == semconv.RAG_QUERY_SPAN_NAME)
+    assert all(s.parent.span_id == root.context.span_id for s in (click, share, edit))
+    assert dict(click.attributes) == {semconv.RAG_FEEDBACK_KIND: "citation_click", semconv.DOCUMENT_ID: "kb-refunds"}
+    assert dict(share.attributes) == {semconv.RAG_FEEDBACK_KIND: "share", semconv.RAG_FEEDBACK_VALUE: "export"}
+    assert dict(edit.attributes) == {semconv.RAG_FEEDBACK_KIND: "edit", semconv.OUTPUT_VALUE: "Refunds within 14 days."}
+
+
+def test_an_edit_follows_the_capture_config_and_bad_arguments_raise(exporter):
+    from rag_monitor.sdk import CaptureConfig
+
+    hidden = rag_monitor.init(service_name="x", span_exporter=exporter, batch=False,
+                              capture=CaptureConfig(hide_outputs=True))
+    short = rag_monitor.init(service_name="y", span_exporter=exporter, batch=False,
+                             capture=CaptureConfig(max_string_length=5))
+    try:
+        with hidden.query("q") as q:
+            pass
+        hidden.edit(q, "my private correction")
+        short.edit(q, "a long correction")
+        with pytest.raises(ValueError, match="document_id=''"):
+            hidden.citation_click(q, "")
+        with pytest.raises(ValueError, match="channel=None"):
+            hidden.share(q, None)
+        with pytest.raises(ValueError, match="got bytes"):
+            hidden.edit(q, b"bytes")
+    finally:
+        hidden.shutdown()
+        short.shutdown()
+    hidden_edit, short_edit = (s for s in exporter.get_finished_spans() if s.name == semconv.RAG_FEEDBACK_SPAN_NAME)
+    assert dict(hidden_edit.attributes) == {semconv.RAG_FEEDBACK_KIND: "edit"}  # counted, text not sent
+    assert short_edit.attributes[semconv.OUTPUT_VALUE] == "a lon"

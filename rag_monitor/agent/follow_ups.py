@@ -1,0 +1,59 @@
+"""Detected follow-ups: a query that doubts the session's previous answer ("are you sure?").
+
+The patterns are the operator's (``follow_up_patterns`` in ``detectors/sampling.yaml``, with
+defaults in several languages); they are searched in the query's text lower-cased, with accents
+and typographic apostrophes folded (``normalise``), so ``¿Estás seguro?`` matches
+``estas seguro``. The regeneration detector, which already compares each session's query with
+the one before it in the shared store, finds them (``RegenerationDetector``); each detected
+follow-up becomes ``follow_up`` feedback on the previous query, the answer being doubted, with
+reason ``detected`` and the follow-up's own trace as its identity, and enters the review queue
+like one the app marked.
+
+    matcher = FollowUpMatcher(config.follow_up_patterns, config.follow_up_window_s)
+    matcher.matches("But what about roaming?")   # True
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+from rag_monitor import semconv
+from rag_monitor.record import Feedback
+
+DETECTED = "detected"
+"""The ``reason`` of a follow-up the agent detected (one the app marks has its own, or none)."""
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u00b4": "'", "`": "'"})
+
+
+def normalise(text: str) -> str:
+    """Lower-cased (casefold), accents removed, typographic apostrophes made plain."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold().translate(_APOSTROPHES))
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+class FollowUpMatcher:
+    def __init__(self, patterns: Iterable[str], window_s: float):
+        patterns = [normalise(p) for p in patterns]
+        self._pattern = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+        self.window_ns = int(window_s * 1e9)
+
+    @property
+    def enabled(self) -> bool:
+        return self._pattern is not None and self.window_ns > 0
+
+    def matches(self, text: str) -> bool:
+        return self._pattern is not None and self._pattern.search(normalise(text)) is not None
+
+    def follows_up(self, text: str, gap_ns: int) -> bool:
+        """``text``, asked ``gap_ns`` after the session's previous query, follows that query up."""
+        return self.enabled and 0 < gap_ns <= self.window_ns and self.matches(text)
+
+
+def detected_feedback(follow_up_trace_id: str, follow_up_start_ns: int) -> Feedback:
+    """The ``follow_up`` feedback a detected follow-up puts on the doubted query: keyed by the
+    follow-up's trace, so the same detection stored twice (a retried job) is one event."""
+    return Feedback(semconv.FEEDBACK_FOLLOW_UP, follow_up_start_ns, reason=DETECTED,
+                    span_id=f"follow-up:{follow_up_trace_id}")
