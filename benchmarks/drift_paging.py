@@ -5,8 +5,7 @@ out as the new topic. Traffic has a daily cycle (rate +-60%, every intent's shar
 own peak hour), so hour matching matters. Each simulated *deployment* captures one reference
 reservoir (``reference_size`` items, uniform over a week of traffic: what Algorithm R keeps) and
 then tests day after day against it, exactly as the agent does: the window is a uniform sample of
-the interval (the feed keeps ``1.25 x current_size`` a day, the run tests the newest
-``current_size``), the reference is a fresh hour-matched draw (``jobs.draw_reference``), the test
+the interval (the feed's reservoir of ``current_size`` per interval), the reference is a fresh hour-matched draw (``jobs.draw_reference``), the test
 is the profile's detector (``jobs.score_window``) and the page is the profile's rule
 (``detectors/paging.py``), all from the shipped ``detectors/profiles.yaml``.
 
@@ -40,7 +39,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from drift_data import banking77, embed  # noqa: E402
 
-from rag_monitor.detectors.feed import WINDOW_OVERSAMPLE  # noqa: E402
 from rag_monitor.detectors.jobs import draw_reference, score_window  # noqa: E402
 from rag_monitor.detectors.profiles import load_profiles  # noqa: E402
 
@@ -128,15 +126,12 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def test_one(traffic: Traffic, profile, rng, reference: Window, slot_end: float, shift_from: float = math.inf) -> float:
-    """One scheduled run at ``slot_end``: the window is the newest ``current_size`` of the
-    interval's uniform sample (``1.25 x current_size`` over the interval, as the feed keeps)."""
-    kept = int(round(WINDOW_OVERSAMPLE * profile.current_size))
-    window = traffic.window(rng, profile.signal, slot_end - profile.interval_s, slot_end, kept, shift_from)
-    keep = slice(-profile.current_size, None)
-    current, times = window.values[keep], window.times[keep]
+    """One scheduled run at ``slot_end``: the window is the interval's reservoir (``current_size``
+    queries, a uniform sample of the interval, as the feed keeps)."""
+    window = traffic.window(rng, profile.signal, slot_end - profile.interval_s, slot_end, profile.current_size, shift_from)
     seed = int(rng.integers(2**62))
-    matched, _, _ = draw_reference(profile, reference, times, seed)
-    return float(score_window(profile, matched, current, seed).p_value)
+    matched, _, _ = draw_reference(profile, reference, window.times, seed)
+    return float(score_window(profile, matched, window.values, seed).p_value)
 
 
 def poisson_upper(k: int, exposure: float, level: float = 0.95) -> float:

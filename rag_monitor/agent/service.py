@@ -166,7 +166,8 @@ class Agent:
             self.store, self.profiles,
             embedder=embedder,
             embedding_model=s.embedding_model,
-            on_dropped=lambda n: self.metrics.spans_dropped.labels("drift_feed_full").inc(n),
+            on_sampled=lambda signal, window, n: self.metrics.drift_feed_sampled.labels(signal, window).inc(n),
+            on_skipped=lambda signal, window, n: self.metrics.drift_feed_skipped.labels(signal, window).inc(n),
         )
         self.drift = DriftScheduler(self.store, self.profiles, holder=self.instance)
         self.drift_exporter = DriftExporter(self.metrics)

@@ -1,17 +1,24 @@
 """Feeds drift reservoirs from assembled queries, off the request path.
 
-Ingest only appends a few fields per query to a bounded deque (``offer``); a background
-``tick`` computes missing embeddings in batches (when the app sent no vectors) and writes both
-windows: ``current`` always, ``reference`` while the query falls in the reference period (see
-``detectors/references.py``). Items carry the query's own time, so runs can match hours of the
-day. A change of embedding model starts a new reference version: vectors of two models are not
-comparable.
+Ingest decides in ``offer`` which queries the drift windows will hold, before anything is
+embedded (``detectors/sampling.py``), and keeps only those; a background ``tick`` computes missing
+embeddings (when the app sent no vectors) and writes both windows. So the embedder's work is set by
+the window and reservoir sizes, not by the traffic:
 
-The current window is a uniform sample of each schedule interval, not its last minutes: an item
-enters ``current`` with probability ``min(1, 1.25 x current_size / arrivals in the previous
-interval)``, decided by its trace id (content-blind and repeatable), so a window spans the whole
-interval at any traffic, its reference draw comes from every hour of the reservoir, and a burst of
-a few minutes is a few minutes' share of it (schedules under an hour, demos and tests, keep all).
+- ``current``: per profile schedule slot, a reservoir of ``current_size`` queries, a uniform sample
+  of every query of the slot (the smallest trace-id hashes: content-blind, repeatable, and the
+  union of replicas' samples holds the slot's overall sample). It is embedded and written when
+  the slot is over, all at once, so a run sees a slot's window whole or not at all; the window spans
+  the whole interval at any rate, and a burst of a few minutes is a few minutes' share of it.
+- ``reference``: while the query falls in the reference period (``detectors/references.py``),
+  Algorithm R over every query of the period: the feed keeps a query with at least Algorithm R's
+  chance and counts what it passed over, the store applies the rest with the exact count, so the
+  reservoir is uniform over all traffic, peak hours included.
+
+What was sampled and what was passed over is counted per signal and window (``on_sampled``,
+``on_skipped``: ``rag_drift_feed_sampled_total``, ``rag_drift_feed_skipped_total``); nothing is
+dropped silently. Items carry the query's own time, so runs can match hours of the day. A change
+of embedding model starts a new reference version: vectors of two models are not comparable.
 
 One item per query for every signal: the document signal's item is the mean of the query's
 delivered documents' vectors (normalised), so popular documents repeated across queries do not
@@ -27,6 +34,7 @@ Usage::
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import threading
@@ -43,15 +51,10 @@ from rag_monitor.detectors.profiles import (
     SIGNAL_ROUTE,
     DriftProfile,
 )
+from rag_monitor.detectors.sampling import IntervalReservoir, ReferencePresample
 from rag_monitor.record import QueryRecord
 
 log = logging.getLogger(__name__)
-
-WINDOW_OVERSAMPLE = 1.25
-"""Items kept per interval, per window item: a full window fills however traffic wobbles between intervals."""
-THINNING_MIN_INTERVAL_S = 3600.0
-"""Schedules shorter than this (demos, tests: seconds) keep every item; their bursts are the point."""
-
 
 @dataclass(frozen=True)
 class _Observation:
@@ -66,6 +69,33 @@ class _Observation:
     intent: str | None
     route: str | None
     refused: bool
+
+
+def _observation(r: QueryRecord, clock: Callable[[], float]) -> _Observation:
+    # Hidden content is never embedded (nor are the app's vectors of it used).
+    query_hidden, documents_hidden = "query" in r.hidden, "documents" in r.hidden
+    return _Observation(
+        r.trace_id, r.start_ns / 1e9 if r.start_ns else clock(), r.release,
+        "" if query_hidden else r.query,
+        () if documents_hidden else tuple(d.content for d in r.delivered if d.content),
+        tuple(r.query_embedding) if r.query_embedding and not query_hidden else None,
+        () if documents_hidden else tuple(tuple(v) for v in r.document_embeddings), r.embedding_model,
+        r.intent, r.route, r.refused,
+    )
+
+
+@dataclass
+class _ReferenceState:
+    """What ``offer`` needs to pick reference items without a store read: refreshed every tick."""
+
+    spec: dict
+    version: int | None
+    started_at: float | None
+    size: int
+    taken: int = 0  # count mode: items picked since the refresh
+
+    def room_left(self) -> int:
+        return int(self.spec["size"]) - self.size - self.taken
 
 
 class SentenceEmbedder:
@@ -112,68 +142,144 @@ class DriftFeed:
         profiles: Sequence[DriftProfile],
         embedder: Callable[[Sequence[str]], object] | None = None,
         embedding_model: str = "all-MiniLM-L6-v2",
-        max_pending: int = 5000,
-        on_dropped: Callable[[int], None] = lambda n: None,
+        on_sampled: Callable[[str, str, int], None] = lambda signal, window, n: None,
+        on_skipped: Callable[[str, str, int], None] = lambda signal, window, n: None,
         on_reset: Callable[[str, str], None] = lambda signal, model: None,
         clock: Callable[[], float] = time.time,
+        seed: int | None = None,
     ):
         self.clock = clock
         self.store = store
         self.embedder = embedder
         self.embedding_model = embedding_model
-        self.on_dropped = on_dropped
+        self.on_sampled = on_sampled
+        self.on_skipped = on_skipped
         self.on_reset = on_reset
         by_signal: dict[str, list[DriftProfile]] = collections.defaultdict(list)
         for p in profiles:
             by_signal[p.signal].append(p)
         self.signals = dict(by_signal)
-        self._pending: collections.deque[_Observation] = collections.deque(maxlen=max_pending)
         self._lock = threading.Lock()
-        self._thinning = {signal: WindowThinning(min(p.interval_s for p in ps), WINDOW_OVERSAMPLE * max(p.current_size for p in ps))
-                          for signal, ps in self.signals.items() if min(p.interval_s for p in ps) >= THINNING_MIN_INTERVAL_S}
+        self._seed = seed
+        # current: the shortest schedule's slots, with the largest window's room
+        self._windows = {signal: IntervalReservoir(min(p.interval_s for p in ps), max(p.current_size for p in ps))
+                         for signal, ps in self.signals.items()}
+        self._presample: dict[str, ReferencePresample] = {}
+        self._reference: dict[str, _ReferenceState] = {}
+        self._pending_reference: dict[str, collections.deque] = {signal: collections.deque() for signal in self.signals}
+        self._counts: collections.Counter = collections.Counter()  # (signal, window, sampled|skipped) -> n
 
-    # --- ingest side: O(1) per record ----------------------------------------------------------
+    # --- ingest side: O(log window) per record, no store access after the first call -------------
 
     def offer(self, records: Iterable[QueryRecord]) -> None:
         if not self.signals:
             return
-        dropped = 0
+        if len(self._reference) < len(self.signals):
+            self._refresh_reference()
         with self._lock:
             for r in records:
-                if len(self._pending) == self._pending.maxlen:
-                    dropped += 1
-                # Hidden content is never embedded (nor are the app's vectors of it used).
-                query_hidden, documents_hidden = "query" in r.hidden, "documents" in r.hidden
-                self._pending.append(_Observation(
-                    r.trace_id, r.start_ns / 1e9 if r.start_ns else self.clock(), r.release,
-                    "" if query_hidden else r.query,
-                    () if documents_hidden else tuple(d.content for d in r.delivered if d.content),
-                    tuple(r.query_embedding) if r.query_embedding and not query_hidden else None,
-                    () if documents_hidden else tuple(tuple(v) for v in r.document_embeddings), r.embedding_model,
-                    r.intent, r.route, r.refused,
-                ))
-        if dropped:
-            self.on_dropped(dropped)
+                o = _observation(r, self.clock)
+                for signal, window in self._windows.items():
+                    if not self._usable(o, signal):  # nothing to test: in no window, not counted as traffic
+                        self._counts[(signal, "current", "skipped")] += 1
+                        continue
+                    window.offer(o.time, o.trace_id, o)
+                    self._offer_reference(signal, o)
+
+    def _usable(self, o: _Observation, signal: str) -> bool:
+        if signal in CATEGORICAL_SIGNALS:
+            return _categorical(o, signal) is not None
+        if signal == SIGNAL_QUERY_EMBEDDING:
+            return bool(o.query_vector is not None and o.vector_model or o.query and self.embedder is not None)
+        return bool(o.document_vectors and o.vector_model or o.documents and self.embedder is not None)
+
+    def _offer_reference(self, signal: str, o: _Observation) -> None:
+        from rag_monitor.detectors.references import captures
+
+        state = self._reference[signal]
+        started_at = state.started_at if state.started_at is not None else o.time
+        if state.started_at is None:
+            # a new version starts with its first item (the store's meta row is created by that add)
+            self._reference[signal] = state = dataclasses.replace(state, started_at=started_at)
+        if not captures(state.spec, started_at, o.time, o.release):
+            return
+        if state.spec["mode"] == "count":  # the first ``size`` items (demos and tests)
+            if state.room_left() <= 0:
+                self._counts[(signal, "reference", "skipped")] += 1
+                return
+            state.taken += 1
+            self._pending_reference[signal].append((o, 1.0, 0))
+            return
+        decision = self._presample[signal].offer()
+        if decision is None:
+            self._counts[(signal, "reference", "skipped")] += 1
+        else:
+            self._pending_reference[signal].append((o, *decision))
 
     # --- background side ---------------------------------------------------------------------------
 
     def tick(self, batch: int = 512) -> int:
-        """Move up to ``batch`` pending observations into the reservoirs; returns how many."""
+        """Write every slot that is over and up to ``batch`` reference picks per signal; returns how many items."""
+        now = self.clock()
+        self._refresh_reference()  # a reference set or reset since the last tick drops the picks made for the old one
         with self._lock:
-            taken = [self._pending.popleft() for _ in range(min(batch, len(self._pending)))]
-        if not taken:
-            return 0
+            work = {}
+            for signal, window in self._windows.items():
+                released = window.release(now)
+                late, window.late = window.late, 0
+                picks = self._pending_reference[signal]
+                work[signal] = (released, late, [picks.popleft() for _ in range(min(batch, len(picks)))])
+        written = 0
+        for signal, (released, late, picks) in work.items():
+            current = [o for sample, _ in released for o in sample]
+            values = self._values(signal, current + [o for o, _, _ in picks])
+            current_items = [values[o.trace_id] for o in current if o.trace_id in values]
+            reference_items = [(o.release, dataclasses.replace(values[o.trace_id], keep_probability=q, skipped_before=skipped))
+                               for o, q, skipped in picks if o.trace_id in values]
+            arrivals = sum(n for _, n in released)
+            self._counts[(signal, "current", "sampled")] += len(current_items)
+            self._counts[(signal, "current", "skipped")] += arrivals - len(current_items) + late
+            self._counts[(signal, "reference", "sampled")] += len(reference_items)
+            self._counts[(signal, "reference", "skipped")] += len(picks) - len(reference_items)
+            if current_items or reference_items:
+                self._add(signal, current_items, reference_items)
+            if signal in self._presample:
+                self._presample[signal].reported(sum(it.skipped_before + 1 for _, it in reference_items))
+            written += len(current_items) + len(reference_items)
+        self._report_counts()
+        return written
+
+    def _report_counts(self) -> None:
+        with self._lock:
+            counts, self._counts = self._counts, collections.Counter()
+        for (signal, window, kind), n in counts.items():
+            if n:
+                (self.on_sampled if kind == "sampled" else self.on_skipped)(signal, window, n)
+
+    def _refresh_reference(self) -> None:
+        """Each signal's reference definition and count, read from the store (the presample's bound)."""
+        for signal, profiles in self.signals.items():
+            spec = self.reference_spec(signal)
+            info = self.store.reservoir_info(signal, "reference")
+            version = info.version if info is not None else None
+            with self._lock:
+                old = self._reference.get(signal)
+                if old is None or (old.version is not None and old.version != version) or old.spec != spec:
+                    self._presample[signal] = ReferencePresample(max(p.reference_size for p in profiles), seed=self._seed)
+                    self._pending_reference[signal].clear()  # picks for a reference that is gone
+                started_at = info.created_at if info is not None else (old.started_at if old and old.version is None else None)
+                self._reference[signal] = _ReferenceState(spec, version, started_at, info.size if info else 0)
+                self._presample[signal].refresh(info.seen if info is not None else 0)
+
+    def _values(self, signal: str, observations: list[_Observation]) -> dict:
+        """Each observation's item for ``signal`` (by trace id); those without one are left out."""
         from rag_monitor.store import ReservoirItem
 
-        for signal in self.signals:
-            if signal in CATEGORICAL_SIGNALS:
-                items = [(o.release, ReservoirItem(o.trace_id, value=_categorical(o, signal), added_at=o.time)) for o in taken]
-                items = [(rel, it) for rel, it in items if it.value is not None]
-            else:
-                items = self._vectors(signal, taken)
-            if items:
-                self._add(signal, items)
-        return len(taken)
+        unique = list({o.trace_id: o for o in observations}.values())
+        if signal in CATEGORICAL_SIGNALS:
+            items = [ReservoirItem(o.trace_id, value=_categorical(o, signal), added_at=o.time) for o in unique]
+            return {it.trace_id: it for it in items if it.value is not None}
+        return {it.trace_id: it for _, it in self._vectors(signal, unique)}
 
     def _vectors(self, signal: str, taken: list[_Observation]):
         from rag_monitor.store import ReservoirItem
@@ -210,7 +316,7 @@ class DriftFeed:
         """The signal's reference definition: set from the CLI, else its first profile's default."""
         return self.store.reference_spec(signal) or self.signals[signal][0].default_reference()
 
-    def _add(self, signal: str, items: list) -> None:
+    def _add(self, signal: str, current: list, reference: list) -> None:
         from rag_monitor.detectors.references import captures
         from rag_monitor.store import ReservoirMismatch
 
@@ -219,71 +325,37 @@ class DriftFeed:
         reference_size = max(p.reference_size for p in profiles)
         max_ages = [p.current_max_age_s for p in profiles]
         max_age = None if any(a is None for a in max_ages) else max(max_ages)
-        model = next((it.model for _, it in items if it.model), None)
+        model = next((it.model for it in current if it.model), None) or next((it.model for _, it in reference if it.model), None)
         now = self.clock()
-        spec = self.reference_spec(signal)
         info = self.store.reservoir_info(signal, "reference")
         if model and info is not None and info.model and info.model != model:
             log.warning("embedding model of %s changed from %s to %s: starting a new reference", signal, info.model, model)
             custom = self.store.reference_spec(signal)
             self.store.reset_reference(signal, model, source=json.dumps(custom) if custom else None, now=now)
             self.on_reset(signal, model)
+            self._refresh_reference()
             info = None
+            # the picks were made for the old reference: the new one starts with this batch's items
+            reference = [(None, dataclasses.replace(it, keep_probability=1.0, skipped_before=0))
+                         for it in {it.trace_id: it for it in current + [it for _, it in reference]}.values()]
         try:
-            # current: a uniform sample of each interval; room for two windows, so a full next
-            # window fits while the last one is tested
-            thinning = self._thinning.get(signal)
-            kept = thinning.keep([it for _, it in items]) if thinning else [it for _, it in items]
-            if kept:
-                self.store.reservoir_add(signal, "current", kept, capacity=2 * current_size, max_age_s=max_age, now=now)
-            # a new reference version starts with its first item (the meta row is created by that add)
-            started_at = info.created_at if info is not None else min(it.added_at for _, it in items)
-            if spec["mode"] == "count":
-                room = int(spec["size"]) - (info.size if info else 0)
-                wanted = [it for rel, it in items if captures(spec, started_at, it.added_at, rel)][:max(room, 0)]
-            else:
-                wanted = [it for rel, it in items if captures(spec, started_at, it.added_at, rel)]
+            # current: room for two slots' windows, so the next one fits while the last one is tested
+            if current:
+                self.store.reservoir_add(signal, "current", current, capacity=2 * current_size, max_age_s=max_age, now=now)
+            spec = self.reference_spec(signal)
+            if info is not None:  # still the reference the picks were made for (a set races with them)
+                reference = [(rel, it) for rel, it in reference if captures(spec, info.created_at, it.added_at, rel)]
+            wanted = [it for _, it in reference]
+            if spec["mode"] == "count":  # picks made before the last count was read may overfill it
+                wanted = wanted[:max(int(spec["size"]) - (info.size if info else 0), 0)]
+            if info is None and wanted:
+                started_at = min(it.added_at for it in wanted)
             if wanted:
                 # a new version's period starts at its first item's time (the add creates its row)
                 self.store.reservoir_add(signal, "reference", wanted, capacity=reference_size,
                                          now=now if info is not None else started_at)
         except ReservoirMismatch as exc:
             log.warning("drift reservoir %s refused items: %s", signal, exc)
-
-
-class WindowThinning:
-    """Keeps about ``target`` items per ``interval_s`` slot, uniformly over the slot.
-
-    The keep probability of a slot is ``target / arrivals in the previous slot`` (1 for the first
-    slot, after a gap, or below the target); an item is kept when the hash of its trace id falls
-    under it, so the choice never looks at content and a replayed item gets the same answer.
-    """
-
-    def __init__(self, interval_s: float, target: float):
-        self.interval_s = float(interval_s)
-        self.target = float(target)
-        self._slot: float | None = None
-        self._arrivals = 0
-        self._previous = 0
-
-    def keep(self, items: list) -> list:
-        out = []
-        for item in sorted(items, key=lambda it: it.added_at):
-            slot = (item.added_at // self.interval_s) * self.interval_s
-            if self._slot is None or slot > self._slot:
-                self._previous = self._arrivals if self._slot is not None and slot == self._slot + self.interval_s else 0
-                self._slot, self._arrivals = slot, 0
-            self._arrivals += 1
-            if self._previous <= self.target or _unit_hash(item.trace_id) < self.target / self._previous:
-                out.append(item)
-        return out
-
-
-def _unit_hash(trace_id: str) -> float:
-    """A trace id's position in [0, 1), uniform for random ids (a stable hash, not Python's salted one)."""
-    import hashlib
-
-    return int.from_bytes(hashlib.blake2b(trace_id.encode(), digest_size=8).digest(), "big") / 2**64
 
 
 def query_unit(vectors) -> list[float]:

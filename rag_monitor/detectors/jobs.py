@@ -1,7 +1,7 @@
 """Scheduled drift runs: once per profile and schedule slot, across every replica.
 
 Each run tests the next non-overlapping window of new items (at least ``min_current``, at most
-the newest ``current_size``) against a fresh draw of reference items at the window's hours, decides
+``current_size``: those with the smallest trace-id hashes, the feed's reservoir of the interval) against a fresh draw of reference items at the window's hours, decides
 whether it pages (``detectors/paging.py``) and names what changed (``detectors/explain.py``). The
 result records the reference, the seed, the window's span, the p-value, the evidence and the page
 decision.
@@ -112,6 +112,7 @@ def test_window(store, profile: DriftProfile, now: float) -> dict:
     from rag_monitor.detectors.base import DegenerateWindowError, fresh_seed
     from rag_monitor.detectors.explain import category_shifts, cluster_shifts
     from rag_monitor.detectors.references import capture_period, describe, is_complete
+    from rag_monitor.detectors.sampling import smallest_hashes
 
     base = {"signal": profile.signal, "detector": profile.detector}
     spec = store.reference_spec(profile.signal) or profile.default_reference()
@@ -129,8 +130,11 @@ def test_window(store, profile: DriftProfile, now: float) -> dict:
     window = store.reservoir_window(profile.signal, "current", after=after)
     if len(window.trace_ids) < profile.min_current:
         return {"status": "skipped", **base, "reason": f"waiting for a full window: {len(window.trace_ids)}/{profile.min_current} new items"}
-    keep = slice(-profile.current_size, None)
-    current, current_ids, current_times = window.values[keep], window.trace_ids[keep], window.times[keep]
+    # the smallest trace-id hashes: the feed's per-slot reservoirs (one per replica, or two slots
+    # when a run was missed) hold them, so the window is a uniform sample of the whole span
+    keep = smallest_hashes(window.trace_ids, profile.current_size)
+    current_ids, current_times = [window.trace_ids[i] for i in keep], window.times[keep]
+    current = window.values[keep] if profile.signal in EMBEDDING_SIGNALS else [window.values[i] for i in keep]
     seed = fresh_seed()
     rule = profile.page_rule()
     result = {

@@ -81,21 +81,38 @@ class Reservoirs:
             kind, dim, model = _validate(signal, meta, items, meta["model"] or other_model)
             rows = [_row(signal, window, meta["version"], item, now) for item in items]
             if window == "reference":
-                kept = self._algorithm_r(conn, meta, rows, capacity)
+                kept, skipped = self._algorithm_r(conn, meta, rows, items, capacity)
             else:
-                kept = _append_rolling(conn, signal, meta["version"], rows, capacity, max_age_s, now)
+                kept, skipped = _append_rolling(conn, signal, meta["version"], rows, capacity, max_age_s, now), 0
             conn.execute(
                 sa.update(reservoirs)
                 .where(reservoirs.c.signal == signal, reservoirs.c.window_name == window)
-                .values(seen=meta["seen"] + len(items), kind=kind, dim=dim, model=model)
+                .values(seen=meta["seen"] + skipped + len(items), kind=kind, dim=dim, model=model)
             )
         return kept
 
-    def _algorithm_r(self, conn: sa.Connection, meta: Any, rows: list[dict[str, Any]], capacity: int) -> int:
+    def _algorithm_r(self, conn: sa.Connection, meta: Any, rows: list[dict[str, Any]], items: list[ReservoirItem],
+                     capacity: int) -> tuple[int, int]:
+        """Algorithm R over every query, including those the feed passed over before embedding.
+
+        An item at position ``seen`` enters with chance ``capacity / (seen + 1)``, into a uniform
+        slot. The feed already kept it with ``keep_probability`` (at least that chance, and
+        counted the queries it passed over in ``skipped_before``), so here it enters with the
+        ratio: each query's overall chance is Algorithm R's. Returns (kept, skipped counted).
+        """
         by_slot: dict[int, dict[str, Any]] = {}
         seen = meta["seen"]
-        for row in rows:
-            slot = seen if seen < capacity else self._rng.randrange(seen + 1)
+        skipped = 0
+        for row, item in zip(rows, items):
+            seen += item.skipped_before
+            skipped += item.skipped_before
+            if seen < capacity:
+                slot = seen
+            elif item.keep_probability >= 1.0:
+                slot = self._rng.randrange(seen + 1)
+            else:
+                chance = capacity / (seen + 1) / item.keep_probability
+                slot = self._rng.randrange(capacity) if self._rng.random() < chance else capacity
             if slot < capacity:
                 by_slot[slot] = {**row, "slot": slot}  # a later item in the batch may replace an earlier one
             seen += 1
@@ -112,7 +129,7 @@ class Reservoirs:
             sa.delete(t).where(t.c.signal == meta["signal"], t.c.window_name == "reference",
                                t.c.version == meta["version"], t.c.slot >= capacity)
         )
-        return len(by_slot)
+        return len(by_slot), skipped
 
     def get(self, signal: str, window: str, *, since: float | None = None) -> tuple[Any, list[str]]:
         """``(vectors, trace_ids)``: an ``(n, dim)`` float32 array for embedding signals, a list

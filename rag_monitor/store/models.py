@@ -186,6 +186,11 @@ class ReservoirItem:
     model: str | None = None
     """The embedding model that produced ``vector``."""
     added_at: float | None = None
+    skipped_before: int = 0
+    """Reference only: queries the feed passed over just before this one (they count in Algorithm R's total)."""
+    keep_probability: float = 1.0
+    """Reference only: the chance the feed kept this query before embedding it (at least Algorithm R's
+    ``capacity / position``); the store keeps it with the rest of Algorithm R's chance."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The drift feed and runs: a reference period, non-overlapping windows, a page, a model change, window thinning."""
+"""The drift feed and runs: a reference period, non-overlapping windows, a page, a model change, windows that cover the interval."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from rag_monitor.detectors.feed import DriftFeed, WindowThinning
+from rag_monitor.detectors.feed import DriftFeed
 from rag_monitor.detectors.jobs import run_profile
 from rag_monitor.detectors.profiles import DriftProfile
 from rag_monitor.record import QueryRecord
@@ -58,6 +58,7 @@ def test_count_reference_non_overlapping_windows_and_a_model_change(tmp_path):
     assert store.reservoir_get("intent", "reference")[0] == ["billing"] * 20
 
     feed.offer(records(200, 5, "model-b", t0=106.0))
+    now[0] = 107.0  # the slot is over: its window is written, with the new model's vectors
     feed.tick()
     assert resets == [("query_embedding", "model-b")]
     info = store.reservoir_info("query_embedding", "reference")
@@ -117,30 +118,96 @@ def test_period_reference_with_a_daily_cycle_and_document_unit_is_the_query(tmp_
     store.close()
 
 
-def test_the_window_is_a_uniform_sample_of_each_interval_at_any_traffic():
-    """At 20x the window's rate the current window still spans its whole interval, not the last minutes."""
-    from rag_monitor.store import ReservoirItem
+def daily_traffic(rng, day: int, per_day: int):
+    """A day of queries without vectors: the rate peaks at 14:00 UTC (x 4 the quietest hour), the topic follows the hour."""
+    hours = np.arange(24)
+    rate = 1 + 0.6 * np.cos(2 * np.pi * (hours - 14) / 24)
+    counts = rng.multinomial(per_day, rate / rate.sum())
+    times = np.sort(np.concatenate([day * DAY + h * HOUR + rng.uniform(0, HOUR, size=c) for h, c in zip(hours, counts)]))
+    return [QueryRecord(trace_id=f"{rng.integers(2**63):016x}{k:016x}", root_span_id="1" * 16, start_ns=int(t * 1e9),
+                        end_ns=1, query=f"topic {int(t // HOUR) % 24}") for k, t in enumerate(times)], rate / rate.sum()
 
-    thinning = WindowThinning(HOUR, target=125)
-    rng = np.random.default_rng(7)
-    kept_per_hour, spans = [], []
-    for hour in range(6):
-        times = np.sort(rng.uniform(hour * HOUR, (hour + 1) * HOUR, size=2500))
-        items = [ReservoirItem(f"{rng.integers(2**63):032x}", value="x", added_at=float(t)) for t in times]
-        kept = []
-        for start in range(0, len(items), 300):  # the feed's ticks hand over batches
-            kept += thinning.keep(items[start:start + 300])
-        kept_per_hour.append(len(kept))
-        spans.append((min(it.added_at for it in kept) - hour * HOUR, (hour + 1) * HOUR - max(it.added_at for it in kept)))
-    assert kept_per_hour[0] == 2500  # no previous interval to size it by: everything
-    # then Binomial(2500, 125/2500): 125 +- 11; 4.5 sd either side
-    assert all(75 <= k <= 175 for k in kept_per_hour[1:]), kept_per_hour
-    assert all(head < 300 and tail < 300 for head, tail in spans[1:])  # within 5 minutes of both ends
-    # the choice is the trace id's, not the content's or the batch's: the same ids, the same answer
-    def kept_ids(content: str, batch: int) -> list[str]:
-        thinning = WindowThinning(HOUR, target=125)
-        thinning.keep([ReservoirItem(f"{i:032x}", value="x", added_at=5 * HOUR + i) for i in range(2500)])
-        probe = [ReservoirItem(f"{i:032x}", value=f"{content}{i}", added_at=6 * HOUR + i) for i in range(2500)]
-        return [it.trace_id for start in range(0, 2500, batch) for it in thinning.keep(probe[start:start + batch])]
 
-    assert kept_ids("a", 2500) == kept_ids("b", 97) and 75 <= len(kept_ids("a", 2500)) <= 175
+DAY = 24 * HOUR
+
+
+def test_windows_cover_the_interval_at_a_rate_the_feed_cannot_embed_in_full(tmp_path):
+    """10,000 queries a day, none with vectors; the feed embeds only what its windows hold.
+
+    The tested window spans the whole day and has the traffic's hour-of-day mix, the reference
+    is uniform over its day (peak hours included), and every query is counted as sampled or skipped.
+    """
+    from scipy.stats import chisquare
+
+    from rag_monitor.detectors.references import hour_of_season
+
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    profile = DriftProfile("q", "query_embedding", "mmd", reference_size=400, current_size=300, min_current=300,
+                           current_max_age_s=None, interval_s=DAY, reference_days=1.0)
+    embedded = []
+
+    def embedder(texts):  # the topic of the hour: a point on a circle
+        embedded.append(len(texts))
+        angle = np.array([2 * np.pi * int(t.split()[1]) / 24 for t in texts])
+        return np.stack([np.cos(angle), np.sin(angle)], axis=1)
+
+    counted = {"sampled": {}, "skipped": {}}
+
+    def count(kind):
+        return lambda signal, window, n: counted[kind].__setitem__(window, counted[kind].get(window, 0) + n)
+
+    now = [0.0]
+    feed = DriftFeed(store, [profile], embedder=embedder, embedding_model="m", on_sampled=count("sampled"),
+                     on_skipped=count("skipped"), clock=lambda: now[0], seed=1)
+    rng = np.random.default_rng(3)
+    per_day, mixes, times, results = 10_000, [], [], []
+    for day in range(3):
+        queries, mix = daily_traffic(rng, day, per_day)
+        mixes.append(mix)
+        times += [q.start_ns / 1e9 for q in queries]
+        for start in range(0, len(queries), 500):  # as the ingest pipeline hands them over, a tick now and then
+            batch = queries[start:start + 500]
+            feed.offer(batch)
+            now[0] = batch[-1].start_ns / 1e9
+            feed.tick()
+        now[0] = (day + 1) * DAY
+        feed.tick()
+        if day:  # the day's run, just after its slot ends
+            results.append(run_profile(store, profile, holder="t", now=now[0] + 60))
+    offered = 3 * per_day
+    # the embedder's work: the windows (300 a day) and Algorithm R's picks over the reference day
+    # (about 400 x (1 + ln 25)), not the 30,000 queries
+    assert sum(embedded) < 3 * 300 + 400 * (2 + math.log(per_day / 400)) < offered / 8
+    assert counted["sampled"]["current"] == 3 * 300
+    assert counted["sampled"]["current"] + counted["skipped"]["current"] == offered
+    in_period = sum(1 for t in times if t < times[0] + DAY)  # the reference: a day from its first query
+    assert counted["sampled"]["reference"] + counted["skipped"]["reference"] == in_period
+
+    reference = store.reservoir_window("query_embedding", "reference")
+    assert len(reference.trace_ids) == 400 and reference.times.max() < DAY
+    ref_hours = np.bincount(hour_of_season(reference.times, "day"), minlength=24)
+    assert chisquare(ref_hours, 400 * mixes[0]).pvalue > 1e-3  # uniform over the day's traffic, peak hours included
+
+    assert [r["status"] for r in results] == ["done", "done"] and results[1]["n_current"] == 300, results
+    result = results[1]
+    window = store.reservoir_window("query_embedding", "current", after=results[0]["window_end"])  # what it tested
+    # it spans the whole interval, not its last seconds
+    assert result["window_start"] < 2 * DAY + HOUR and result["window_end"] > 3 * DAY - HOUR
+    hours = np.bincount(hour_of_season(window.times, "day"), minlength=24)
+    assert hours.sum() == 300 and chisquare(hours, 300 * mixes[2]).pvalue > 1e-3  # the traffic's hour-of-day mix
+    assert not result["decision"]  # the same daily cycle as the reference: no page
+    store.close()
+
+
+def test_replicas_reservoirs_hold_the_slots_sample():
+    """Each replica keeps its share's smallest hashes; together they hold the slot's overall smallest ones."""
+    from rag_monitor.detectors.sampling import IntervalReservoir, smallest_hashes
+
+    ids = [f"{i:032x}" for i in range(3000)]
+    replicas = [IntervalReservoir(HOUR, 100) for _ in range(3)]
+    for i, trace_id in enumerate(ids):
+        replicas[i % 3].offer(float(i), trace_id, trace_id)
+    union = [trace_id for r in replicas for sample, arrivals in r.release(HOUR) for trace_id in sample]
+    assert len(union) == 300 and sorted(ids[i] for i in smallest_hashes(ids, 100)) == sorted(union[i] for i in smallest_hashes(union, 100))
+    replicas[0].offer(10.0, "late", "late")  # its slot was released: counted late, not sampled
+    assert replicas[0].late == 1 and replicas[0].release(2 * HOUR) == []

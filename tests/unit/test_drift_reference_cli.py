@@ -37,7 +37,7 @@ def records(n, t0, intent="billing", start=0):
 def test_reference_show_set_reset(tmp_path, capsys):
     (tmp_path / "profiles.yaml").write_text(
         "profiles:\n  - {name: intent-chi, signal: intent, detector: chi_square, reference_size: 50,"
-        " current_size: 20, min_current: 20, interval_s: 60}\n")
+        " current_size: 40, min_current: 20, interval_s: 60}\n")
     (tmp_path / "agent.yaml").write_text(f"data_dir: {tmp_path / 'data'}\ndetector_profiles: {tmp_path / 'profiles.yaml'}\n")
     config = ["--config", str(tmp_path / "agent.yaml")]
     assert cli(["drift", "reference", "show", *config]) == 2  # no store yet: says where it looked
@@ -51,7 +51,9 @@ def test_reference_show_set_reset(tmp_path, capsys):
     now = [1_800_000_000.0]
     feed = DriftFeed(store, [profile], clock=lambda: now[0])
     feed.offer(records(40, now[0]))
+    now[0] += 60  # the slot is over: its window is written
     feed.tick()
+    now[0] -= 60
     assert run_profile(store, profile, "t", now=now[0] + 100)["reason"].startswith("reference still being captured")
 
     # an explicit range seeds the reference from the current window's items inside it
@@ -61,9 +63,10 @@ def test_reference_show_set_reset(tmp_path, capsys):
     reference = store.reservoir_window("intent", "reference")
     assert reference.version == 2 and len(reference.trace_ids) == 20 and reference.times.min() >= start
     assert store.reservoir_window("intent", "current").version == 2  # the current window is kept
-    feed.offer(records(20, now[0] + 50, intent="cards", start=100))
+    feed.offer(records(20, now[0] + 120, intent="cards", start=100))
+    now[0] += 180
     feed.tick()
-    result = run_profile(store, profile, "t", now=now[0] + 120)
+    result = run_profile(store, profile, "t", now=now[0] + 20)
     assert result["status"] == "done" and result["reference"]["mode"] == "range"
     assert result["window_start"] >= end  # never the reference's own items
     assert result["changes"]["over"][0]["cluster"] == "cards"
