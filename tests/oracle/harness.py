@@ -110,6 +110,8 @@ def _same_false_exclusion_ratios(texts: list[str]) -> bool:
 
 
 def scrape(agent) -> str:
+    if hasattr(agent, "settle"):  # in-process: what the requests fanned out is counted first
+        agent.settle()
     with urllib.request.urlopen(f"{agent.http_url}/metrics", timeout=10) as r:
         return r.read().decode()
 
