@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag_monitor.masking import mask
+
 log = logging.getLogger(__name__)
 
 OK, DEGRADED, FAILED = "ok", "degraded", "failed"
@@ -35,7 +37,8 @@ class Health:
     reason: str = ""
 
     def as_dict(self) -> dict[str, str]:
-        return {"status": self.status, "reason": self.reason} if self.reason else {"status": self.status}
+        """For ``/readyz``: the reason with every configured secret masked (it may quote an error)."""
+        return {"status": self.status, "reason": mask(self.reason)} if self.reason else {"status": self.status}
 
 
 HEALTHY = Health()

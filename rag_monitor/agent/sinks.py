@@ -60,8 +60,7 @@ class QueueSink(Component):
         self.size = size
         self.max_items = max_items
         self.clock = clock
-        self._dropped = metrics.sink_dropped.labels(name)
-        metrics.sink_dropped.labels(name)  # at 0 from the start
+        self._dropped = metrics.sink_dropped.labels(name)  # at 0 from the start
         metrics.sink_queue_depth.labels(name).set_function(lambda: self.depth)
         self._queue: collections.deque[tuple[Any, int]] = collections.deque()
         self.depth = 0
