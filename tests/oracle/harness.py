@@ -137,6 +137,9 @@ def regeneration_checked(agents: list) -> None:
     has, but the oracle replays days in seconds). Two completed ticks after the post: the first
     may have taken its queue before the post arrived.
     """
+    for agent in agents:  # in-process: the regeneration sink has offered the queries to the job's queue
+        if hasattr(agent, "settle"):
+            agent.settle()
     posted = time.time()
     for agent in agents:
         wait_until(lambda a=agent: _regeneration_check_at(a) > posted, timeout=30,
