@@ -52,6 +52,7 @@ def ingest(agent: Agent, payloads: list[bytes]) -> int:
     spans = 0
     for body in payloads:
         spans += agent.pipeline.ingest(body, "application/x-protobuf").accepted_spans
+    agent.settle(60)  # the sinks' work (metrics, regeneration, freshness) is the agent's CPU too
     agent.regeneration.tick()  # the regeneration job's store check of these queries (off the request path)
     return spans
 
@@ -89,6 +90,7 @@ def timed_round(agent: Agent, payloads: list[bytes]) -> tuple[float, float, int]
         t2 = time.perf_counter()
         base_s, ours_s = base_s + (t1 - t0), ours_s + (t2 - t1)
     t0 = time.perf_counter()
+    agent.settle(60)  # the sinks' work off the request path counts as ingest time
     agent.regeneration.tick()
     return base_s, ours_s + (time.perf_counter() - t0), spans
 

@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
             for body in with_fresh_trace_ids(pool[rounds % len(pool)], rounds + 1):
                 spans += agent.pipeline.ingest(body, "application/x-protobuf").accepted_spans
             rounds += 1
+            agent.settle(60)  # the sinks keep up, as a running agent's do between requests
             agent.regeneration.tick()  # the regeneration job's check, as the running agent does
             if rounds % args.sample_every == 0:
                 samples.append({"spans": spans, "rss_mb": round(rss_mb(), 1),

@@ -23,11 +23,18 @@ class RunningAgent:
     def store(self):
         return self.agent.store
 
+    def settle(self, timeout_s: float = 30.0) -> None:
+        """Wait until the ingest sinks have consumed what the requests so far fanned out to them
+        (the metrics they move are read next)."""
+        assert self.agent.settle(timeout_s), "the agent's sinks did not drain in time"
+
     def metric(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        self.settle()
         return self.agent.registry.get_sample_value(name, labels or {})
 
     def metric_sum(self, name: str, **match: str) -> float:
         """Sum of every sample of ``name`` whose labels include ``match``."""
+        self.settle()
         total = 0.0
         for family in self.agent.registry.collect():
             for sample in family.samples:
@@ -36,6 +43,7 @@ class RunningAgent:
         return total
 
     def scrape(self) -> str:
+        self.settle()
         with urllib.request.urlopen(f"{self.http_url}/metrics", timeout=5) as r:
             return r.read().decode()
 

@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from rag_monitor.agent.admission import EXPRESS, ReadingSlots
@@ -146,7 +146,7 @@ def otlp_app(
     max_concurrent: int = 8,
     max_reading: int = 64,
     read_timeout_s: float = 10.0,
-    ready: Callable[[], bool] = lambda: True,
+    ready: Callable[[], bool | tuple[bool, dict]] = lambda: True,
     client_of: Callable[[Request], str] = lambda r: r.client.host if r.client else "unknown",
     lifespan=None,
 ) -> Starlette:
@@ -271,13 +271,18 @@ def _peer(request: Request) -> str:
     return f"{request.client.host}:{request.client.port}" if request.client else "unknown"
 
 
-def health_routes(ready: Callable[[], bool]) -> list[Route]:
+def health_routes(ready: Callable[[], bool | tuple[bool, dict]]) -> list[Route]:
+    """``ready`` answers a bool, or (ready, body): the agent's components and their health, as JSON."""
+
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok")
 
     async def readyz(_: Request) -> Response:
-        ok = await run_in_threadpool(ready)
-        return PlainTextResponse("ready" if ok else "not ready", status_code=200 if ok else 503)
+        answer = await run_in_threadpool(ready)
+        if isinstance(answer, bool):
+            return PlainTextResponse("ready" if answer else "not ready", status_code=200 if answer else 503)
+        ok, body = answer
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     return [Route("/healthz", healthz), Route("/readyz", readyz)]
 

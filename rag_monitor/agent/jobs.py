@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from apscheduler.jobstores.base import JobLookupError
 
+from rag_monitor.agent.component import DEGRADED, FAILED, HEALTHY, Component, Health, Part
 from rag_monitor.agent.droplog import REPORT_INTERVAL_S, DropLog
 from rag_monitor.alerts.metrics import AgentMetrics
 
@@ -57,8 +58,9 @@ class JobScheduler:
         self.max_workers = max_workers
         self.jobs: dict[str, Job] = {}
         self._running: dict[str, threading.Lock] = {}
-        self._failing: set[str] = set()
-        """Jobs whose last run raised: later failures log one line, not the traceback again."""
+        self._failing: dict[str, str] = {}
+        """Jobs whose last run raised, with the error: later failures log one line, not the traceback
+        again; the job's component reports itself degraded meanwhile (``health``)."""
         self._scheduler = None
 
     def add(self, job: Job) -> None:
@@ -90,14 +92,14 @@ class JobScheduler:
                 if job.name in self._failing:  # the traceback was logged at the first failure
                     log.error("periodic job %s failed again: %s: %s", job.name, type(exc).__name__, exc)
                 else:
-                    self._failing.add(job.name)
                     log.exception("periodic job %s failed", job.name)
+                self._failing[job.name] = f"{type(exc).__name__}: {exc}"[:200]
                 return True
             finally:
                 self.metrics.job_duration.labels(job.name).observe(time.monotonic() - started)
             self.metrics.job_last_success.labels(job.name).set(time.time())
             if job.name in self._failing:
-                self._failing.discard(job.name)
+                del self._failing[job.name]
                 log.info("periodic job %s succeeded again", job.name)
             return True
         finally:
@@ -136,6 +138,21 @@ class JobScheduler:
         """Stop firing; with ``wait``, return once running jobs have finished."""
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=wait)
+
+    @property
+    def running(self) -> bool:
+        return self._scheduler is not None and self._scheduler.running
+
+    def health(self, *names: str) -> Health:
+        """Degraded while one of the jobs ``names`` failed its last run (the component of a job)."""
+        failing = [f"{name}: {self._failing[name]}" for name in names if name in self._failing]
+        return Health(DEGRADED, "last run failed: " + "; ".join(failing)) if failing else HEALTHY
+
+    def component(self) -> Component:
+        """The ``scheduler`` component: last to start (every job's work exists), first to stop."""
+        return Part("scheduler", start=self.start, stop=self.shutdown,
+                    health=lambda: HEALTHY if self.running else Health(FAILED, "not running"),
+                    settings={"max_workers": self.max_workers})
 
 
 CALIBRATION_INTERVAL_S = 600.0

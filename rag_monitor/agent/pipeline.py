@@ -1,30 +1,36 @@
-"""The ingest pipeline: one OTLP request in, records kept, metrics updated, spans forwarded.
+"""The ingest pipeline (the OTLP receiver's work): one OTLP request in, records stored, then fanned out.
 
-    decode -> redact spans -> assemble traces -> store (recent records, review queue, feedback)
-           -> metrics -> forward to Phoenix
+    decode -> redact spans -> index events (store) -> assemble traces -> store (recent records,
+    review queue, feedback) -> fan-out to the sinks (metrics, regeneration, freshness, drift feed;
+    the request's spans to the forwarder), each behind its own bounded queue (``agent/sinks.py``)
 
-Order matters for "nothing acknowledged is lost": the store is written before metrics and
-forwarding, in one transaction per request (``agent/persist.py``), spans of traces still
-waiting for their root included; when it fails the traces completed by this request are handed
-back to the assembler's pending state, so the exporter's retry (after our 503) assembles them
-again instead of being counted as late spans.
+Order matters for "nothing acknowledged is lost": the store is written on the request path,
+before anything is fanned out, in one transaction per request (``agent/persist.py``), spans of
+traces still waiting for their root included; when it fails the traces completed by this request
+are handed back to the assembler's pending state, so the exporter's retry (after our 503)
+assembles them again instead of being counted as late spans. That write also decides "counted
+once": only the records it stored first reach the sinks. The request-level counters (decode,
+redaction, assembly drops, duplicates, the review sample) stay on the request path: a few
+increments, and they describe the request itself.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from rag_monitor.agent.component import Component
 from rag_monitor.agent.freshness import FreshnessTracker
-from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
+from rag_monitor.agent.observe import QueryObserver
 from rag_monitor.agent.persist import IngestWriter
+from rag_monitor.agent.sinks import FanOut, IngestBatch
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import AssemblyOutput, LateFeedback, TraceAssembler
 from rag_monitor.collectors.otlp import DecodeResult, decode_export_request
 from rag_monitor.collectors.redaction import Redactor
-from rag_monitor.record import Feedback, QueryRecord
+from rag_monitor.record import Feedback
 from rag_monitor.review.sampler import Sampler
 from rag_monitor.store import Store, StoreUnavailable
 from rag_monitor.store.queue import DEFAULT_QUEUE
@@ -42,37 +48,37 @@ class IngestResult:
     records: int = 0
 
 
-class IngestPipeline:
+class IngestPipeline(Component):
+    """The ``receiver`` component: healthy while started (the store's health is the store's)."""
+
     def __init__(
         self,
         *,
         store: Store,
         metrics: AgentMetrics,
         observer: QueryObserver,
-        regeneration: RegenerationDetector | None = None,
         freshness: FreshnessTracker | None = None,
         assembler: TraceAssembler,
         redactor: Redactor,
         sampler: Sampler,
         limits,
-        forward: Callable[[Sequence], None] | None = None,
-        on_records: Callable[[list[QueryRecord]], None] | None = None,
+        sinks: FanOut | None = None,
         clock: Callable[[], float] = time.time,
     ):
+        super().__init__("receiver", {"max_body_bytes": limits.max_body_bytes,
+                                      "max_pending_traces": limits.max_pending_traces,
+                                      "root_timeout_s": limits.root_timeout_s})
         self.store = store
         self.metrics = metrics
         self.observer = observer
-        self.regeneration = regeneration
-        """Offered every batch of kept records (O(1)); its job checks them against the store."""
         self.freshness = freshness
-        """Takes the index events out of each request (into the store) and checks records for stale documents."""
+        """Takes the index events out of each request (into the store, on the request path)."""
         self.assembler = assembler
         self.redactor = redactor
         self.sampler = sampler
         self.limits = limits
-        self.forward = forward
-        self.on_records = on_records
-        """Called with every batch of kept records (the drift feed's O(1) offer)."""
+        self.sinks = sinks if sinks is not None else FanOut()
+        """Where stored records and forwarded spans go (``agent/sinks.py``)."""
         self.clock = clock
         self.writer = IngestWriter(store, sampler, observer.releases, limits)
         # The assembler is stateful: one request at a time (the regeneration check runs on its job).
@@ -107,8 +113,7 @@ class IngestPipeline:
                 raise
         m.spans_received.inc(len(spans))
         m.traces_pending.set(self.assembler.pending_traces)
-        if self.forward is not None:
-            self.forward(spans)
+        self.sinks.spans(spans)
         too_large = output.dropped_spans.get("trace_too_large", 0)
         if too_large:  # the exporter learns what was not kept (OTLP partial success)
             decoded.reject(f"trace over max_spans_per_trace ({self.assembler.max_spans_per_trace} spans)", too_large)
@@ -160,20 +165,11 @@ class IngestPipeline:
         self._count_assembly(output)
         # In the order the queries started: inferred regenerations compare a session's queries in
         # time, and a request's spans come grouped by resource and scope, not by time.
-        for record in sorted(written.records, key=lambda r: r.start_ns):
-            self.observer.observe(record)
-        if self.regeneration is not None:
-            self.regeneration.offer(written.records, self.observer.regeneration_labels)
-        if self.freshness is not None and written.records:
-            self.freshness.observe(written.records, self.observer.labels_of)
-        for record, feedback in written.late:
-            self.observer.observe_feedback(record, feedback)
+        batch = IngestBatch(records=sorted(written.records, key=lambda r: r.start_ns), late=list(written.late))
         if written.outcome.regenerated:  # explicit regenerates that claimed their query first
             known = {r.trace_id: r for r in written.records} | {r.trace_id: r for r, _ in written.late if r is not None}
-            for trace_id in sorted(written.outcome.regenerated):
-                self.observer.count_regenerated_record(known.get(trace_id))
-        if written.records and self.on_records is not None:
-            self.on_records(written.records)
+            batch.regenerated = [known.get(trace_id) for trace_id in sorted(written.outcome.regenerated)]
+        self.sinks.records(batch)
 
     # --- counting ---------------------------------------------------------------------------
 

@@ -9,10 +9,13 @@ Usage::
 
 or ``rag-monitor agent --config agent.yaml`` (``Agent.run()`` in the foreground).
 
-Start order, in Starlette's lifespan: store (with its migrations), models and the planes built
-on them (``open``), then the two servers bind, then the jobs start. Stop order: the servers stop
-accepting, in-flight requests finish (uvicorn's drain), then the lifespan's shutdown stops the
-jobs (waiting for running ones), flushes forwarding and closes the store (``close``).
+Every long-lived part is a component (``agent/component.py``) built from the settings by
+``open`` and listed in dependency order by ``agent/graph.py``: store, Phoenix forwarder, probes,
+scorer, drift jobs, the ingest sinks, the OTLP receiver, the scheduler. ``open`` starts all but
+the scheduler (a benchmark can drive the pipeline without jobs); Starlette's lifespan then starts
+the scheduler. Stop order: the servers stop accepting, in-flight requests finish (uvicorn's
+drain), then the lifespan's shutdown stops the components in reverse (``close``): jobs first, the
+sinks drain, forwarding flushes, the store closes last. ``/readyz`` is their health.
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 
+from rag_monitor.agent.component import Lifecycle
 from rag_monitor.agent.forwarder import ReadableSpans, SpanForwarder, phoenix_exporter
 from rag_monitor.agent.freshness import FreshnessTracker
 from rag_monitor.agent.http import (answering_half_closed, check_listen_address, health_routes, metrics_routes, otlp_app,
                                      require_length)
+from rag_monitor.agent.graph import LastOutcome, agent_components, build_sinks
 from rag_monitor.agent.jobs import JobScheduler, agent_jobs
 from rag_monitor.agent.follow_ups import FollowUpMatcher
 from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
@@ -83,6 +88,8 @@ class Agent:
         self.jobs = JobScheduler(self.metrics, holder=self.instance)
         self.store = None
         self.forwarder: SpanForwarder | None = None
+        self.forward_outcomes = LastOutcome()
+        self.lifecycle = Lifecycle()
         self._open_lock = threading.Lock()
         self._opened = self._closed = False
         self._lifespans = 0
@@ -114,27 +121,33 @@ class Agent:
             self._build_probes()
             for job in agent_jobs(self):
                 self.jobs.add(job)
+            self.lifecycle.add(agent_components(self))
+            try:
+                self.lifecycle.start(until="scheduler")
+            except BaseException:
+                self.lifecycle.stop()
+                raise
             self._opened = True
 
     def close(self) -> None:
-        """Stop the jobs (waiting for running ones), flush forwarding, close the store; idempotent."""
+        """Stop every started component in reverse start order; idempotent."""
         with self._open_lock:
             if not self._opened or self._closed:
                 return
             self._closed = True
-            self.jobs.shutdown(wait=True)
-            if self.probe_retriever is not None:
-                self.probe_retriever.close()
-            if self.forwarder:
-                self.forwarder.flush(5)
-                self.forwarder.shutdown()
-            self.store.close()
+            self.lifecycle.stop()
+
+    def settle(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every sink's queue is empty and its worker idle (tests and benchmarks call it
+        before reading metrics); False when ``timeout_s`` passed first."""
+        return self.pipeline.sinks.settle(timeout_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app):
         """Both servers' Starlette lifespan: the first to start opens, the last to stop closes."""
         try:
             await run_in_threadpool(self.open)
+            await run_in_threadpool(self.lifecycle.start)  # the rest: the scheduler
         except BaseException as exc:
             self._startup_error = exc
             raise
@@ -211,25 +224,28 @@ class Agent:
             self.forwarder = SpanForwarder(
                 phoenix_exporter(s.phoenix_url),
                 convert=ReadableSpans(project=s.phoenix_project),
-                on_outcome=lambda outcome, n: self.metrics.forwarded_spans.labels(outcome).inc(n),
+                on_outcome=self._forward_outcome,
                 max_queue=s.forward_queue_spans,
                 on_pending=lambda: self.jobs.wakeup("forwarding"),
             )
         assembler = TraceAssembler.from_limits(self.limits)
+        self.freshness = FreshnessTracker(self.store, self.metrics, assembler.settings.document_committed_at_metadata_keys,
+                                          on_events=self.observer.changes.observe_index)
         self.pipeline = IngestPipeline(
             store=self.store,
-            freshness=FreshnessTracker(self.store, self.metrics, assembler.settings.document_committed_at_metadata_keys,
-                                       on_events=self.observer.changes.observe_index),
+            freshness=self.freshness,
             metrics=self.metrics,
             observer=self.observer,
-            regeneration=self.regeneration,
             assembler=assembler,
             redactor=self.redactor,
             sampler=self.sampler,
             limits=self.limits,
-            forward=self.forwarder.submit if self.forwarder else None,
-            on_records=self.drift_feed.offer,
+            sinks=build_sinks(self),
         )
+
+    def _forward_outcome(self, outcome: str, n: int) -> None:
+        self.metrics.forwarded_spans.labels(outcome).inc(n)
+        self.forward_outcomes.saw(outcome)
 
     def _build_review(self) -> None:
         s = self.settings
@@ -315,13 +331,13 @@ class Agent:
     # --- HTTP apps ------------------------------------------------------------------------
 
     def ready(self) -> bool:
+        return self.readiness()[0]
+
+    def readiness(self) -> tuple[bool, dict]:
+        """(ready, body of ``/readyz``): every component's health; ready unless one failed."""
         if self.store is None or self._closed:
-            return False
-        try:
-            self.store.ping()
-        except StoreUnavailable:
-            return False
-        return True
+            return False, {"status": "failed", "components": {}, "reason": "stopped" if self._closed else "not started"}
+        return self.lifecycle.report()
 
     def build_otlp_app(self) -> Starlette:
         s = self.settings
@@ -336,7 +352,7 @@ class Agent:
             max_concurrent=s.max_concurrent_requests,
             max_reading=s.max_reading_requests,
             read_timeout_s=s.body_read_timeout_s,
-            ready=self.ready,
+            ready=self.readiness,
             client_of=ExternalView.parse(s.trusted_proxies).client,
             lifespan=self.lifespan,
         )
@@ -344,7 +360,7 @@ class Agent:
     def build_http_app(self) -> Starlette:
         app = Starlette(routes=[
             *metrics_routes(self.registry, self.refresh_gauges),
-            *health_routes(self.ready),
+            *health_routes(self.readiness),
         ], lifespan=self.lifespan)
         app.review_routes = None  # added by the lifespan, once the store is open
         return app
@@ -388,12 +404,6 @@ class Agent:
         ]
         self._servers = [Server(c) for c in configs]
         tasks = [asyncio.ensure_future(server.serve()) for server in self._servers]
-        while not all(server.started for server in self._servers):
-            if any(task.done() for task in tasks):
-                break
-            await asyncio.sleep(0.02)
-        else:
-            self.jobs.start()  # last in the start order: the servers listen
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         self.request_stop()
         await asyncio.gather(*tasks)

@@ -192,6 +192,8 @@ class AgentMetrics:
         self.store_latency = Histogram("rag_agent_store_latency_seconds", "Store operation latency.", ["op"], buckets=STORE_BUCKETS, registry=r)
         self.store_errors = Counter("rag_agent_store_errors_total", "Store operations that failed (503 to exporters while it lasts).", ["op"], registry=r)
         self.forwarded_spans = Counter("rag_agent_forwarded_spans_total", "Spans forwarded to Phoenix, by outcome (sent, failed, dropped).", ["outcome"], registry=r)
+        self.sink_dropped = Counter("rag_agent_sink_dropped_total", "Items an ingest sink lost, because its queue was full or its consumer raised (records; spans for the forwarder sink).", ["sink"], registry=r)
+        self.sink_queue_depth = Gauge("rag_agent_sink_queue_depth", "Items waiting in an ingest sink's bounded queue (records; spans for the forwarder sink).", ["sink"], registry=r)
         self.job_last_success = Gauge("rag_agent_job_last_success_timestamp_seconds", "When a periodic job last finished without error on this replica (Unix time).", ["job"], registry=r)
         self.job_duration = Histogram("rag_agent_job_duration_seconds", "Duration of one run of a periodic job.", ["job"], buckets=JOB_BUCKETS, registry=r)
         self.job_failures = Counter("rag_agent_job_failures_total", "Runs of a periodic job that raised (logged).", ["job"], registry=r)

@@ -110,6 +110,8 @@ def _same_false_exclusion_ratios(texts: list[str]) -> bool:
 
 
 def scrape(agent) -> str:
+    if hasattr(agent, "settle"):  # in-process: what the requests fanned out is counted first
+        agent.settle()
     with urllib.request.urlopen(f"{agent.http_url}/metrics", timeout=10) as r:
         return r.read().decode()
 
@@ -135,6 +137,9 @@ def regeneration_checked(agents: list) -> None:
     has, but the oracle replays days in seconds). Two completed ticks after the post: the first
     may have taken its queue before the post arrived.
     """
+    for agent in agents:  # in-process: the regeneration sink has offered the queries to the job's queue
+        if hasattr(agent, "settle"):
+            agent.settle()
     posted = time.time()
     for agent in agents:
         wait_until(lambda a=agent: _regeneration_check_at(a) > posted, timeout=30,

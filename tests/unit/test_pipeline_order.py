@@ -44,6 +44,7 @@ def test_a_reask_in_the_same_request_as_its_original_is_a_regeneration(tmp_path)
     agent.open()
     try:
         agent.pipeline.ingest(encode_spans(spans).SerializeToString(), "application/x-protobuf")
+        assert agent.settle(10)  # the sinks (metrics, regeneration) consume off the request path
         agent.regeneration.tick()  # the regeneration job's check (it runs off the request path)
         assert agent.registry.get_sample_value("rag_queries_total", {"release": "r1", "variant": "production",
                                                                      "intent": "unknown", "tenant": "unknown"}) == 2
