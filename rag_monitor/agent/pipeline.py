@@ -56,6 +56,7 @@ class IngestPipeline:
         sampler: Sampler,
         limits,
         forward: Callable[[Sequence], None] | None = None,
+        forward_traces: Callable[..., None] | None = None,
         on_records: Callable[[list[QueryRecord]], None] | None = None,
         clock: Callable[[], float] = time.time,
     ):
@@ -71,6 +72,8 @@ class IngestPipeline:
         self.sampler = sampler
         self.limits = limits
         self.forward = forward
+        self.forward_traces = forward_traces
+        """The tail sampler's ``offer(output, written, spans)``: it forwards whole traces instead of ``forward``."""
         self.on_records = on_records
         """Called with every batch of kept records (the drift feed's O(1) offer)."""
         self.clock = clock
@@ -100,14 +103,16 @@ class IngestPipeline:
                 raise
             output = self.assembler.add(merged)
             try:
-                self._process(output, query_spans)
+                written = self._process(output, query_spans)
             except StoreUnavailable:
                 self.assembler.reopen(output, resent=query_spans)
                 m.store_errors.labels("ingest").inc()
                 raise
         m.spans_received.inc(len(spans))
         m.traces_pending.set(self.assembler.pending_traces)
-        if self.forward is not None:
+        if self.forward_traces is not None:
+            self.forward_traces(output, written, spans)
+        elif self.forward is not None:
             self.forward(spans)
         too_large = output.dropped_spans.get("trace_too_large", 0)
         if too_large:  # the exporter learns what was not kept (OTLP partial success)
@@ -124,7 +129,9 @@ class IngestPipeline:
         with self._lock:
             output = self.assembler.expire()
             try:
-                self._process(output, expiring=True)
+                written = self._process(output, expiring=True)
+                if self.forward_traces is not None:
+                    self.forward_traces(output, written)
             except StoreUnavailable:
                 self.assembler.reopen(output)
                 self.metrics.store_errors.labels("expire").inc()
@@ -135,7 +142,7 @@ class IngestPipeline:
         except StoreUnavailable:
             self.metrics.store_errors.labels("expire").inc()
 
-    def _process(self, output, request_spans=(), expiring: bool = False) -> None:
+    def _process(self, output, request_spans=(), expiring: bool = False):
         """Persist, then count: metrics only move once the store has what they describe."""
         with self.metrics.store_latency.labels("ingest").time():
             written = self.writer.write(output, request_spans, expiring=expiring, now=self.clock())
@@ -163,6 +170,7 @@ class IngestPipeline:
                 self.observer.count_regenerated_record(known.get(trace_id))
         if written.records and self.on_records is not None:
             self.on_records(written.records)
+        return written
 
     # --- counting ---------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
 from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annotator
 from rag_monitor.agent.scrape import ReviewStatsCollector, StoreGauges
+from rag_monitor.agent.tail_sampling import ForwardPolicy, TailSampler
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import TraceAssembler
 from rag_monitor.collectors.config import IngestLimits
@@ -82,6 +83,7 @@ class Agent:
         self.jobs = JobScheduler(self.metrics, holder=self.instance)
         self.store = None
         self.forwarder: SpanForwarder | None = None
+        self.tail_sampler: TailSampler | None = None
         self._open_lock = threading.Lock()
         self._opened = self._closed = False
         self._lifespans = 0
@@ -210,6 +212,12 @@ class Agent:
                 max_queue=s.forward_queue_spans,
                 on_pending=lambda: self.jobs.wakeup("forwarding"),
             )
+            self.tail_sampler = TailSampler(
+                self.forwarder.submit, ForwardPolicy.from_settings(s),
+                on_trace=lambda reason: self.metrics.forwarded_traces.labels(reason).inc(),
+                on_spans=lambda outcome, n: self.metrics.forwarded_spans.labels(outcome).inc(n),
+                recent=self.store.get_recent,
+            )
         assembler = TraceAssembler.from_limits(self.limits)
         self.pipeline = IngestPipeline(
             store=self.store,
@@ -222,7 +230,7 @@ class Agent:
             redactor=self.redactor,
             sampler=self.sampler,
             limits=self.limits,
-            forward=self.forwarder.submit if self.forwarder else None,
+            forward_traces=self.tail_sampler.offer if self.forwarder else None,
             on_records=self.drift_feed.offer,
         )
 
