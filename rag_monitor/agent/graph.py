@@ -57,7 +57,9 @@ def build_sinks(agent: Agent) -> FanOut:
         records.append(QueueSink("drift_feed", lambda b: agent.drift_feed.offer(b.records), m, size=_records))
     spans = []
     if agent.forwarder is not None:
-        spans.append(QueueSink("forwarder", agent.forwarder.submit, m, max_items=agent.settings.forward_queue_spans))
+        # The tail sampler decides whole traces and hands what it keeps to the forwarder's queue.
+        spans.append(QueueSink("forwarder", lambda r: agent.tail_sampler.offer(r.output, r.written, r.spans), m,
+                               max_items=agent.settings.forward_queue_spans))
     return FanOut(records, spans)
 
 

@@ -25,7 +25,7 @@ from rag_monitor.agent.component import Component
 from rag_monitor.agent.freshness import FreshnessTracker
 from rag_monitor.agent.observe import QueryObserver
 from rag_monitor.agent.persist import IngestWriter
-from rag_monitor.agent.sinks import FanOut, IngestBatch
+from rag_monitor.agent.sinks import FanOut, IngestBatch, RequestSpans
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import AssemblyOutput, LateFeedback, TraceAssembler
 from rag_monitor.collectors.otlp import DecodeResult, decode_export_request
@@ -106,14 +106,14 @@ class IngestPipeline(Component):
                 raise
             output = self.assembler.add(merged)
             try:
-                self._process(output, query_spans)
+                written = self._process(output, query_spans)
             except StoreUnavailable:
                 self.assembler.reopen(output, resent=query_spans)
                 m.store_errors.labels("ingest").inc()
                 raise
         m.spans_received.inc(len(spans))
         m.traces_pending.set(self.assembler.pending_traces)
-        self.sinks.spans(spans)
+        self.sinks.spans(RequestSpans(spans, output, written))
         too_large = output.dropped_spans.get("trace_too_large", 0)
         if too_large:  # the exporter learns what was not kept (OTLP partial success)
             decoded.reject(f"trace over max_spans_per_trace ({self.assembler.max_spans_per_trace} spans)", too_large)
@@ -140,7 +140,8 @@ class IngestPipeline(Component):
         with self._lock:
             output = self.assembler.expire()
             try:
-                self._process(output, expiring=True)
+                written = self._process(output, expiring=True)
+                self.sinks.spans(RequestSpans([], output, written))  # traces completed by their root's timeout
             except StoreUnavailable:
                 self.assembler.reopen(output)
                 self.metrics.store_errors.labels("expire").inc()
@@ -151,7 +152,7 @@ class IngestPipeline(Component):
         except StoreUnavailable:
             self.metrics.store_errors.labels("expire").inc()
 
-    def _process(self, output, request_spans=(), expiring: bool = False) -> None:
+    def _process(self, output, request_spans=(), expiring: bool = False):
         """Persist, then count: metrics only move once the store has what they describe."""
         with self.metrics.store_latency.labels("ingest").time():
             written = self.writer.write(output, request_spans, expiring=expiring, now=self.clock())
@@ -170,6 +171,7 @@ class IngestPipeline(Component):
             known = {r.trace_id: r for r in written.records} | {r.trace_id: r for r, _ in written.late if r is not None}
             batch.regenerated = [known.get(trace_id) for trace_id in sorted(written.outcome.regenerated)]
         self.sinks.records(batch)
+        return written
 
     # --- counting ---------------------------------------------------------------------------
 

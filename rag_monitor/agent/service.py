@@ -47,6 +47,7 @@ from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
 from rag_monitor.agent.pipeline import IngestPipeline
 from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annotator
 from rag_monitor.agent.scrape import ReviewStatsCollector, StoreGauges
+from rag_monitor.agent.tail_sampling import ForwardPolicy, TailSampler
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import TraceAssembler
 from rag_monitor.collectors.config import IngestLimits
@@ -88,6 +89,7 @@ class Agent:
         self.jobs = JobScheduler(self.metrics, holder=self.instance)
         self.store = None
         self.forwarder: SpanForwarder | None = None
+        self.tail_sampler: TailSampler | None = None
         self.forward_outcomes = LastOutcome()
         self.lifecycle = Lifecycle()
         self._open_lock = threading.Lock()
@@ -227,6 +229,12 @@ class Agent:
                 on_outcome=self._forward_outcome,
                 max_queue=s.forward_queue_spans,
                 on_pending=lambda: self.jobs.wakeup("forwarding"),
+            )
+            self.tail_sampler = TailSampler(
+                self.forwarder.submit, ForwardPolicy.from_settings(s),
+                on_trace=lambda reason: self.metrics.forwarded_traces.labels(reason).inc(),
+                on_spans=lambda outcome, n: self.metrics.forwarded_spans.labels(outcome).inc(n),
+                recent=self.store.get_recent,
             )
         assembler = TraceAssembler.from_limits(self.limits)
         self.freshness = FreshnessTracker(self.store, self.metrics, assembler.settings.document_committed_at_metadata_keys,

@@ -49,6 +49,22 @@ class IngestBatch:
         return len(self.records) + len(self.late) + len(self.regenerated)
 
 
+@dataclass
+class RequestSpans:
+    """One request's spans for the forwarder sink, with what assembly completed and the store kept
+    (the tail sampler decides whole traces from them: ``agent/tail_sampling.py``)."""
+
+    spans: Sequence[Any]
+    output: Any = None
+    """The assembler's ``AssemblyOutput``."""
+    written: Any = None
+    """``agent/persist.py``'s ``Written``: queued items, new late feedback."""
+
+    def __len__(self) -> int:
+        # At least one: an expiry run's traces carry no request spans but still go to the sampler.
+        return max(1, len(self.spans))
+
+
 class QueueSink(Component):
     """One consumer behind a bounded queue and its own worker thread."""
 

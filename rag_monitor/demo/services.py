@@ -356,7 +356,7 @@ class AlertingStack:
 
 
 class PhoenixServer(_Process):
-    """Arize Phoenix (``phoenix serve``) on loopback, its SQLite under ``root``; about 10 s to start."""
+    """Arize Phoenix (``phoenix serve``) on loopback, its SQLite under ``root``; about 10 s to start (minutes on a busy machine: its migrations run first)."""
 
     name = "phoenix"
 
@@ -371,7 +371,7 @@ class PhoenixServer(_Process):
 
         return importlib.util.find_spec("phoenix") is not None
 
-    def start(self, timeout: float = 90.0) -> PhoenixServer:
+    def start(self, timeout: float = 300.0) -> PhoenixServer:
         env = {
             **os.environ,
             "PHOENIX_WORKING_DIR": str(self.root),

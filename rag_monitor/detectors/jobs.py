@@ -68,12 +68,19 @@ def _skip(store, profile: DriftProfile, slot: float, holder: str, now: float, re
 
 
 def _example_queries(store, trace_ids: list[str]) -> list[dict]:
-    """Redacted example queries (as the agent stored them) for trace ids; hidden queries stay hidden."""
+    """Redacted example queries (as the agent stored them) for trace ids; hidden queries stay hidden.
+
+    ``forwarded``: the trace is in the review or scoring sample, which the tail sampler always
+    forwards to Phoenix (``agent/tail_sampling.py``); the report links only those.
+    """
+    from rag_monitor.store.queue import DEFAULT_QUEUE, SCORE_QUEUE
+
     out = []
     for trace_id in trace_ids:
         record = store.get_recent(trace_id)
         hidden = record is None or "query" in (record.hidden or []) or not record.query
-        out.append({"trace_id": trace_id, "query": None if hidden else record.query[:200]})
+        forwarded = any(store.item_for_trace(trace_id, queue=q) is not None for q in (DEFAULT_QUEUE, SCORE_QUEUE))
+        out.append({"trace_id": trace_id, "query": None if hidden else record.query[:200], "forwarded": forwarded})
     return out
 
 

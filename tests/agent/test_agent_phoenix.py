@@ -169,3 +169,61 @@ def test_lettucedetect_scores_reach_phoenix_with_their_spans(start_agent, phoeni
     spans = metadata["hallucinated_spans"] if isinstance(metadata, dict) else row["metadata.hallucinated_spans"]
     assert [(s["start"], s["end"], s["text"]) for s in spans] == [(0, len(answer), answer)]
     assert row["annotator_kind"] == "LLM"
+
+
+def test_above_the_budget_kept_traces_reach_phoenix_and_the_sampled_out_are_counted(start_agent, phoenix_server, tmp_path):
+    """A budget no trace fits (0.5 spans/s): only the policies forward. Every sampled, complained,
+    errored and shadow trace (and the production query a shadow pairs with) is in Phoenix, so are
+    the ones a late thumbs-down pulled into review (held: whole; gone from the hold: rebuilt from the
+    recent records); no other trace is, and the rest are counted sampled out."""
+    from rag_monitor import semconv as sc
+    from rag_monitor.collectors.otlp import STATUS_ERROR
+    from tests.traces import body, child_spans, feedback_span, root_span, trace_id_of
+
+    sampling = tmp_path / "sampling.yaml"
+    sampling.write_text("base_rate: 0.2\nscore_rate: 0.3\nshadow_pair_rate: 0.0\n")
+    agent = start_agent(phoenix_url=phoenix_server.url, phoenix_project="rag-monitor-tail", sampling_config=str(sampling),
+                        forward_budget_spans_s=0.5, forward_hold_spans=3, forward_hold_s=3600.0)
+    sampler = agent.agent.sampler
+    ids = [trace_id_of(i, prefix=0x7A) for i in range(40)]
+    expected, plain = set(), []
+    for i, trace_id in enumerate(ids):
+        spans = [*child_spans(trace_id), root_span(trace_id)]
+        if i % 10 == 1:
+            spans[0].status_code = STATUS_ERROR
+        elif i % 10 == 2:
+            spans.append(feedback_span(trace_id))
+        elif i % 10 == 3:
+            spans[-1] = root_span(trace_id, **{sc.RAG_SHADOW_OF: ids[i - 3], sc.RAG_VARIANT: "shadow"})
+            expected.add(ids[i - 3])
+        if i % 10 in (1, 2, 3) or sampler.uniform(trace_id) < 0.3:
+            expected.add(trace_id)
+        assert agent.post(body(spans))[0] == 200
+    plain = [t for t in ids if t not in expected]
+    assert len(plain) >= 3, "the seed left too few traces to sample out"
+    # Late thumbs-down: for the last sampled-out trace (still held) and an earlier one (rebuilt).
+    late = [plain[-1], plain[0]]
+    for trace_id in late:
+        assert agent.post(body([feedback_span(trace_id)]))[0] == 200
+    expected.update(late)
+
+    sent = lambda: agent.metric("rag_agent_forwarded_spans_total", {"outcome": "sent"}) or 0  # noqa: E731
+
+    def stored():
+        frame = phoenix_spans(phoenix_server.url, "rag-monitor-tail")
+        return frame if agent.agent.forwarder.pending() == 0 and len(frame) == sent() else None
+
+    wait_until(lambda: stored() is not None and set(stored()["context.trace_id"]) >= expected, timeout=60,
+               interval=1.0, what="the kept traces in Phoenix")
+    frame = stored()
+    assert set(frame["context.trace_id"]) == expected
+    rebuilt = frame[frame["context.trace_id"] == plain[0]]  # gone from the hold: rebuilt, the original ids kept
+    assert root_span(plain[0]).span_id in set(rebuilt["context.span_id"])
+    assert all("rebuilt" in str(row) for row in rebuilt[rebuilt["name"] != sc.RAG_FEEDBACK_SPAN_NAME].to_dict("records"))
+    traces = lambda reason: agent.metric("rag_agent_forwarded_traces_total", {"reason": reason}) or 0  # noqa: E731
+    assert traces("budget") == 0 and traces("late_held") >= 1 and traces("late_rebuilt") >= 1
+    # Every trace left out is counted; a trace rebuilt later was counted when it left the hold.
+    held = agent.agent.tail_sampler.held_spans() // 3
+    never_forwarded = len(set(ids) - expected)
+    assert traces("sampled_out") + held == never_forwarded + traces("late_rebuilt")
+    assert agent.metric("rag_agent_forwarded_spans_total", {"outcome": "sampled_out"}) == 3 * traces("sampled_out")
