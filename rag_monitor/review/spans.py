@@ -14,16 +14,24 @@ Usage::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from rag_monitor.faithfulness.claims import claims_from_json
-from rag_monitor.faithfulness.lettuce import LETTUCE_NAME
 from rag_monitor.record import QueryRecord
 from rag_monitor.review.blind import neutralise
 from rag_monitor.review.shadow import pair_half_scorer
 
-SPAN_SCORERS = (LETTUCE_NAME,)
+SPAN_SCORERS = ("lettucedetect",)
+"""Scorers whose claims are answer spans (``faithfulness/lettuce.py``'s name: the review plane sits
+beside the faithfulness plane, not above it, so it names them; a test keeps the two in step)."""
+
+
+def _spans(claims_json: str | None) -> list[tuple[int, int]]:
+    """The (start, end) offsets of the stored claims (``faithfulness/claims.py``'s JSON; other keys ignored)."""
+    rows = json.loads(claims_json) if claims_json else []
+    return [(row["start"], row["end"]) for row in rows
+            if isinstance(row.get("start"), int) and isinstance(row.get("end"), int)]
 
 
 def segments(answer: str, spans: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
@@ -58,8 +66,7 @@ def flagged_answers(store, answers: Sequence[tuple[str, QueryRecord]]) -> list[d
     out, any_scored = [], False
     for label, record in answers:
         score = _span_score(store.scores_for(record.trace_id))
-        spans = [(c.start, c.end) for c in claims_from_json(score.claims)
-                 if c.start is not None and c.end is not None] if score is not None else []
+        spans = _spans(score.claims) if score is not None else []
         any_scored |= score is not None
         out.append({"label": label, "scored": score is not None, "segments": segments(record.answer or "", spans)})
     return out if any_scored else None

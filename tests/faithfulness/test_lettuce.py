@@ -256,3 +256,13 @@ def test_the_agent_scores_with_lettucedetect_when_its_directory_is_set(start_age
     wait_until(lambda: agent.metric("rag_faithfulness_scored_total", {"release": "unknown", "variant": "production",
                                                                       "scorer": "lettucedetect", "verdict": "unsupported"}) == 1,
                timeout=10, what="the scored counter")
+
+
+def test_the_review_page_knows_lettucedetect_as_a_span_scorer_and_reads_its_stored_spans():
+    from rag_monitor.faithfulness.claims import Claim, claims_json
+    from rag_monitor.faithfulness.lettuce import LETTUCE_NAME
+    from rag_monitor.review.spans import SPAN_SCORERS, _spans
+
+    assert LETTUCE_NAME in SPAN_SCORERS
+    stored = claims_json([Claim(text="Rome", verdict="not_in_context", start=4, end=8, score=0.9)])
+    assert _spans(stored) == [(4, 8)] and _spans(None) == []
