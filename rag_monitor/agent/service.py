@@ -10,7 +10,7 @@ Usage::
 or ``rag-monitor agent --config agent.yaml`` (``Agent.run()`` in the foreground).
 
 Every long-lived part is a component (``agent/component.py``) built from the settings by
-``open`` and listed in dependency order by ``agent/graph.py``: store, Phoenix forwarder, probes,
+``open`` (the drift and ingest planes in ``agent/planes.py``) and listed in dependency order by ``agent/graph.py``: store, Phoenix forwarder, probes,
 scorer, drift jobs, the ingest sinks, the OTLP receiver, the scheduler. ``open`` starts all but
 the scheduler (a benchmark can drive the pipeline without jobs); Starlette's lifespan then starts
 the scheduler. Stop order: the servers stop accepting, in-flight requests finish (uvicorn's
@@ -36,40 +36,25 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 
 from rag_monitor.agent.component import Lifecycle
-from rag_monitor.agent.forwarder import ReadableSpans, SpanForwarder, phoenix_exporter
-from rag_monitor.agent.freshness import FreshnessTracker
-from rag_monitor.agent.http import (answering_half_closed, check_listen_address, health_routes, metrics_routes, otlp_app,
+from rag_monitor.agent.forwarder import SpanForwarder
+from rag_monitor.agent.http import (answering_half_closed, check_listen_address, health_routes, metrics_routes, otlp_app, 
                                      require_length)
-from rag_monitor.agent.graph import LastOutcome, agent_components, build_sinks
+from rag_monitor.agent.graph import LastOutcome, agent_components
 from rag_monitor.agent.jobs import JobScheduler, agent_jobs
-from rag_monitor.agent.follow_ups import FollowUpMatcher
-from rag_monitor.agent.observe import QueryObserver, RegenerationDetector
-from rag_monitor.agent.pipeline import IngestPipeline
+from rag_monitor.agent.planes import build_drift, build_ingest
 from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annotator
 from rag_monitor.agent.scrape import ReviewStatsCollector, StoreGauges
-from rag_monitor.agent.tail_sampling import ForwardPolicy, TailSampler
+from rag_monitor.agent.tail_sampling import TailSampler
 from rag_monitor.alerts.metrics import AgentMetrics
-from rag_monitor.collectors.assembly import TraceAssembler
-from rag_monitor.collectors.config import IngestLimits
-from rag_monitor.collectors.pricing import PriceTable
-from rag_monitor.collectors.pseudonyms import load_pseudonym_key
-from rag_monitor.collectors.redaction import Redactor
-from rag_monitor.config_files import CONFIG_FILES, config_path, load_config
-from rag_monitor.detectors.export import DriftExporter
 from rag_monitor.faithfulness import load_scorer
 from rag_monitor.faithfulness.judge import judge_from_settings
 from rag_monitor.faithfulness.worker import FaithfulnessWorker
-from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
-from rag_monitor.detectors.jobs import DriftScheduler
 from rag_monitor.detectors.probes import HttpRetriever, ProbeExporter, ProbeRunner, load_probe_set
-from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS, load_profiles
-from rag_monitor.extras import embeddings_installed
 from rag_monitor.review.auth import Reviewers
 from rag_monitor.review.collector import ReviewMetricsCollector
 from rag_monitor.review.unsupported import UnsupportedRateCollector
 from rag_monitor.review.shadow_collector import ShadowMetricsCollector
 from rag_monitor.review.proxy import ExternalView
-from rag_monitor.review.sampler import Sampler, SamplingConfig
 from rag_monitor.review.web import ReviewApp
 from rag_monitor.review.store_calibration import ThresholdAdopter
 from rag_monitor.settings import AgentSettings, threshold_setting
@@ -116,8 +101,8 @@ class Agent:
             )
             self.store.prepare_recent()
             self.jobs.try_lock = self.store.try_lock
-            self._build_drift()
-            self._build_ingest()
+            build_drift(self)
+            build_ingest(self)
             self._build_review()
             self._build_scoring()
             self._build_probes()
@@ -165,91 +150,6 @@ class Agent:
                 await run_in_threadpool(self.close)
 
     # --- the planes ---------------------------------------------------------------------------
-
-    def _build_drift(self) -> None:
-        s = self.settings
-        self.profiles = load_config("detector_profiles", s.detector_profiles, load_profiles, list)
-        embedder = SentenceEmbedder(s.embedding_model, threads=s.torch_threads)
-        watching_embeddings = sorted(p.name for p in self.profiles if p.signal in EMBEDDING_SIGNALS)
-        if watching_embeddings and not embeddings_installed():
-            # Said once here, rather than an ImportError traceback from every drift-feed tick.
-            embedder = None
-            log.warning("drift on embeddings (profiles %s) uses only the vectors the app sends: the embeddings extra "
-                        "is not installed (pip install 'rag-monitor[agent,embeddings]'), so queries without vectors "
-                        "are left out", ", ".join(watching_embeddings))
-        self.drift_feed = DriftFeed(
-            self.store, self.profiles,
-            embedder=embedder,
-            embedding_model=s.embedding_model,
-            on_sampled=lambda signal, window, n: self.metrics.drift_feed_sampled.labels(signal, window).inc(n),
-            on_skipped=lambda signal, window, n: self.metrics.drift_feed_skipped.labels(signal, window).inc(n),
-        )
-        self.drift = DriftScheduler(self.store, self.profiles, holder=self.instance)
-        self.drift_exporter = DriftExporter(self.metrics)
-
-    def _build_ingest(self) -> None:
-        s = self.settings
-        overrides = {
-            name: value
-            for name in ("max_body_bytes", "max_attribute_chars", "max_pending_traces", "root_timeout_s")
-            if (value := getattr(s, name))
-        }
-        self.limits = load_config("ingest_config", s.ingest_config, lambda p: IngestLimits.load(p, **overrides),
-                                  lambda: IngestLimits(**overrides))
-        self.prices = load_config("price_table", s.price_table, PriceTable.load, lambda: PriceTable([]))
-        key = load_pseudonym_key(s.pseudonym_key, s.data_dir)
-        if not s.pseudonym_key and s.store_url:
-            log.warning("pseudonym_key is not set: replicas sharing this store will pseudonymise the same "
-                        "identifier differently (each keeps its own key in its data_dir); set the same key on all")
-        self.redactor = load_config("redaction_rules", s.redaction_rules, lambda p: Redactor.load(p, pseudonym_key=key),
-                                    lambda: Redactor(pseudonym_key=key))
-        self.sampler = Sampler(load_config("sampling_config", s.sampling_config, SamplingConfig.load, SamplingConfig))
-        files = ", ".join(f"{name}={config_path(name, getattr(s, name)) or 'none'}" for name in CONFIG_FILES)
-        log.info("config files: %s; %d priced models; drift profiles: %s", files, len(self.prices.prices),
-                 ", ".join(p.name for p in self.profiles) or "none")
-        self.observer = QueryObserver(
-            self.metrics, self.prices.call_cost,
-            top_intents=s.top_intents, top_tenants=s.top_tenants, top_releases=s.top_releases,
-            cache_saving=self.prices.cache_saving, storage_usd_per_query=s.storage_usd_per_query,
-        )
-        self.regeneration = RegenerationDetector(
-            self.store, s.regeneration_window_s, s.regeneration_similarity,
-            on_regeneration=self.observer.count_regeneration,
-            on_regenerated_query=self.observer.count_regenerated_query,
-            claim_ttl_s=s.recent_ttl_s,
-            on_unchecked=lambda n: self.metrics.regeneration_unchecked.inc(n),
-            follow_ups=FollowUpMatcher(self.sampler.config.follow_up_patterns, self.sampler.config.follow_up_window_s),
-            on_follow_ups=lambda found: self.pipeline.add_follow_ups(found),
-        )
-        self.observer.releases.refresh(self.store)
-        if s.phoenix_url:
-            self.forwarder = SpanForwarder(
-                phoenix_exporter(s.phoenix_url),
-                convert=ReadableSpans(project=s.phoenix_project),
-                on_outcome=self._forward_outcome,
-                max_queue=s.forward_queue_spans,
-                on_pending=lambda: self.jobs.wakeup("forwarding"),
-            )
-            self.tail_sampler = TailSampler(
-                self.forwarder.submit, ForwardPolicy.from_settings(s),
-                on_trace=lambda reason: self.metrics.forwarded_traces.labels(reason).inc(),
-                on_spans=lambda outcome, n: self.metrics.forwarded_spans.labels(outcome).inc(n),
-                recent=self.store.get_recent,
-            )
-        assembler = TraceAssembler.from_limits(self.limits)
-        self.freshness = FreshnessTracker(self.store, self.metrics, assembler.settings.document_committed_at_metadata_keys,
-                                          on_events=self.observer.changes.observe_index)
-        self.pipeline = IngestPipeline(
-            store=self.store,
-            freshness=self.freshness,
-            metrics=self.metrics,
-            observer=self.observer,
-            assembler=assembler,
-            redactor=self.redactor,
-            sampler=self.sampler,
-            limits=self.limits,
-            sinks=build_sinks(self),
-        )
 
     def _forward_outcome(self, outcome: str, n: int) -> None:
         self.metrics.forwarded_spans.labels(outcome).inc(n)
