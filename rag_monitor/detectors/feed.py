@@ -183,8 +183,11 @@ class DriftFeed:
                     if not self._usable(o, signal):  # nothing to test: in no window, not counted as traffic
                         self._counts[(signal, "current", "skipped")] += 1
                         continue
-                    window.offer(o.time, o.trace_id, o)
-                    self._offer_reference(signal, o)
+                    # A query the count-mode reference takes (its first ``size``: demos and tests) is
+                    # not also current: the run would leave it out as old, and the slot's window,
+                    # capped at its size, could never fill with new items.
+                    if not self._offer_reference(signal, o):
+                        window.offer(o.time, o.trace_id, o)
 
     def _usable(self, o: _Observation, signal: str) -> bool:
         if signal in CATEGORICAL_SIGNALS:
@@ -193,7 +196,8 @@ class DriftFeed:
             return bool(o.query_vector is not None and o.vector_model or o.query and self.embedder is not None)
         return bool(o.document_vectors and o.vector_model or o.documents and self.embedder is not None)
 
-    def _offer_reference(self, signal: str, o: _Observation) -> None:
+    def _offer_reference(self, signal: str, o: _Observation) -> bool:
+        """Offer ``o`` to the reference; True when the count-mode reference took it."""
         from rag_monitor.detectors.references import captures
 
         state = self._reference[signal]
@@ -202,19 +206,20 @@ class DriftFeed:
             # a new version starts with its first item (the store's meta row is created by that add)
             self._reference[signal] = state = dataclasses.replace(state, started_at=started_at)
         if not captures(state.spec, started_at, o.time, o.release):
-            return
+            return False
         if state.spec["mode"] == "count":  # the first ``size`` items (demos and tests)
             if state.room_left() <= 0:
                 self._counts[(signal, "reference", "skipped")] += 1
-                return
+                return False
             state.taken += 1
             self._pending_reference[signal].append((o, 1.0, 0))
-            return
+            return True
         decision = self._presample[signal].offer()
         if decision is None:
             self._counts[(signal, "reference", "skipped")] += 1
         else:
             self._pending_reference[signal].append((o, *decision))
+        return False
 
     # --- background side ---------------------------------------------------------------------------
 
@@ -268,7 +273,9 @@ class DriftFeed:
                     self._presample[signal] = ReferencePresample(max(p.reference_size for p in profiles), seed=self._seed)
                     self._pending_reference[signal].clear()  # picks for a reference that is gone
                 started_at = info.created_at if info is not None else (old.started_at if old and old.version is None else None)
-                self._reference[signal] = _ReferenceState(spec, version, started_at, info.size if info else 0)
+                # Count mode: picks not written yet still take room (else a query could be taken twice over).
+                pending = len(self._pending_reference[signal]) if spec["mode"] == "count" else 0
+                self._reference[signal] = _ReferenceState(spec, version, started_at, info.size if info else 0, pending)
                 self._presample[signal].refresh(info.seen if info is not None else 0)
 
     def _values(self, signal: str, observations: list[_Observation]) -> dict:
