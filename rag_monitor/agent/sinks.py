@@ -61,8 +61,12 @@ class RequestSpans:
     """``agent/persist.py``'s ``Written``: queued items, new late feedback."""
 
     def __len__(self) -> int:
-        # At least one: an expiry run's traces carry no request spans but still go to the sampler.
-        return max(1, len(self.spans))
+        return len(self.spans)
+
+    def __bool__(self) -> bool:
+        # An expiry run's traces carry no request spans (they count 0 in the queue's bound and its
+        # drop counter) but still go to the sampler.
+        return bool(self.spans) or self.output is not None
 
 
 class QueueSink(Component):
@@ -91,9 +95,9 @@ class QueueSink(Component):
     # --- the request path ---------------------------------------------------------------------
 
     def publish(self, batch) -> None:
-        n = self.size(batch)
-        if not n:
+        if not batch:
             return
+        n = self.size(batch)
         with self._cond:
             if self.depth + n > self.max_items or self._closing:
                 dropped = True
