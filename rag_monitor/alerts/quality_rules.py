@@ -13,8 +13,9 @@ LABELS_QUERY = ('{{ with printf "rag:unsupported_rate_ppi_labels{release=\\"%s\\
 
 def _faithfulness_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     f = t["faithfulness"]
-    w = f["window"]
+    w, hold = f["window"], t["triage"]["hold"]
     scored = 'verdict=~"supported|unsupported"'
+    newest, previous = 'rag:triage:release_newest{guardrail="faithfulness"}', 'rag:triage:release_previous{guardrail="faithfulness"}'
     return [
         {"name": "rag-faithfulness-records", "rules": [
             # Counters appear with their first increment: "or 0 * ..." makes no unsupported answer a 0.
@@ -38,6 +39,46 @@ def _faithfulness_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
 /
 (sum by (release, variant, scorer) (increase(rag_faithfulness_weighted_total{{{scored}}}[{w}])) > 0)"""),
             _record("rag:unsupported_rate_scorer_scored", f'sum by (release, variant, scorer) (increase(rag_faithfulness_scored_total{{{scored}}}[{w}]))'),
+            # Release against release on the scored sample, over each release's life (up to
+            # triage.hold): the newest release serving production against the one before it (as
+            # triage names them), per variant and scorer. Rates are weighted; n are scored answers.
+            _record("rag:unsupported_rate_scorer_release", f"""
+(
+  sum by (release, variant, scorer) (increase(rag_faithfulness_weighted_total{{verdict="unsupported",{PRODUCTION}}}[{hold}]))
+  or
+  0 * sum by (release, variant, scorer) (increase(rag_faithfulness_weighted_total{{{PRODUCTION}}}[{hold}]))
+)
+/
+(sum by (release, variant, scorer) (increase(rag_faithfulness_weighted_total{{{scored},{PRODUCTION}}}[{hold}])) > 0)"""),
+            _record("rag:unsupported_rate_scorer_release_scored",
+                    f"sum by (release, variant, scorer) (increase(rag_faithfulness_scored_total{{{scored},{PRODUCTION}}}[{hold}]))"),
+            _record("rag:faithfulness_comparison_newest_rate", f"rag:unsupported_rate_scorer_release and on (release) {newest}"),
+            _record("rag:faithfulness_comparison_newest_scored", f"rag:unsupported_rate_scorer_release_scored and on (release) {newest}"),
+            # The previous release's figures lose their release label (to match the newest's) and
+            # keep its name as compared_with.
+            _record("rag:faithfulness_comparison_previous_rate", f"""
+max without (release) (
+  label_replace(rag:unsupported_rate_scorer_release and on (release) {previous}, "compared_with", "$1", "release", "(.*)")
+)"""),
+            _record("rag:faithfulness_comparison_previous_scored",
+                    f"max without (release) (rag:unsupported_rate_scorer_release_scored and on (release) {previous})"),
+            # The pooled two-proportion z statistic (the score test: under "no change" both releases
+            # share one rate, whose pooled estimate gives the null variance); positive = newest worse.
+            _record("rag:faithfulness_comparison_pooled_rate", """
+(
+  rag:faithfulness_comparison_newest_rate * rag:faithfulness_comparison_newest_scored
+  + on (variant, scorer) group_left ()
+  max without (compared_with) (rag:faithfulness_comparison_previous_rate * on (variant, scorer) group_left () rag:faithfulness_comparison_previous_scored)
+)
+/
+(rag:faithfulness_comparison_newest_scored + on (variant, scorer) group_left () rag:faithfulness_comparison_previous_scored)"""),
+            _record("rag:faithfulness_comparison_z", """
+(rag:faithfulness_comparison_newest_rate - on (variant, scorer) group_left () max without (compared_with) (rag:faithfulness_comparison_previous_rate))
+/
+sqrt(
+  rag:faithfulness_comparison_pooled_rate * (1 - rag:faithfulness_comparison_pooled_rate)
+  * (1 / rag:faithfulness_comparison_newest_scored + on (variant, scorer) group_left () (1 / rag:faithfulness_comparison_previous_scored))
+)"""),
             # Every replica computes the review-based gauges from the shared store: deduplicate with max.
             _record("rag:unsupported_rate_ppi", "max by (release, variant, scorer, bound) (rag_unsupported_rate_ppi)"),
             _record("rag:unsupported_rate_ppi_labels", "max by (release, variant, scorer) (rag_unsupported_rate_ppi_labels)"),
@@ -61,23 +102,33 @@ label_replace(
   "basis", "prediction_powered", "", "")
 or
 label_replace(
-  rag:unsupported_rate_scorer{{{PRODUCTION}}} > {_num(f["max_unsupported_ratio"])}
-  and on (release, variant, scorer)
-  rag:unsupported_rate_scorer_scored >= {f["min_scored"]}
-  unless on (release, variant, scorer)
-  rag:unsupported_rate_ppi_labels >= {f["min_labels"]},
-  "basis", "scorer_only", "", "")""",
+  (
+    rag:faithfulness_comparison_newest_rate{{{PRODUCTION}}}
+    and on (release, variant, scorer) (rag:faithfulness_comparison_z > {_num(f["comparison_z"])})
+    and on (release, variant, scorer) (rag:faithfulness_comparison_newest_scored >= {f["min_scored"]})
+    and on (variant, scorer) (rag:faithfulness_comparison_previous_scored >= {f["min_scored"]})
+    unless on (release, variant, scorer) (rag:unsupported_rate_ppi_labels >= {f["min_labels"]})
+  )
+  * on (variant, scorer) group_left (compared_with) (rag:faithfulness_comparison_previous_rate * 0 + 1),
+  "basis", "scorer_comparison", "", "")""",
             f["for"], f["severity"],
-            f"Unsupported-answer rate at least {{{{ $value | humanizePercentage }}}} for release {{{{ $labels.release }}}} "
-            f"on variant {{{{ $labels.variant }}}} (scorer {{{{ $labels.scorer }}}}, basis {{{{ $labels.basis }}}}), above {_pct(f['max_unsupported_ratio'])}; "
-            f"human labels: {LABELS_QUERY}.",
+            f'{{{{ if eq $labels.basis "prediction_powered" }}}}Unsupported-answer rate at least {{{{ $value | humanizePercentage }}}} '
+            f"for release {{{{ $labels.release }}}} on variant {{{{ $labels.variant }}}} (scorer {{{{ $labels.scorer }}}}, basis prediction_powered), "
+            f"above {_pct(f['max_unsupported_ratio'])}{{{{ else }}}}The scorer flags {{{{ $value | humanizePercentage }}}} of release "
+            f"{{{{ $labels.release }}}}'s scored answers on variant {{{{ $labels.variant }}}} (scorer {{{{ $labels.scorer }}}}, basis scorer_comparison), "
+            f"significantly more than release {{{{ $labels.compared_with }}}} (two-proportion z above {_num(f['comparison_z'])}; "
+            f"a regression signal, not the level){{{{ end }}}}; human labels: {LABELS_QUERY}.",
             f"""
 Meaning: with basis prediction_powered, the lower end of the 95% interval of this release's
 unsupported-answer rate (the scorer's probabilities on the scored sample corrected by at least
-{f['min_labels']} human labels; valid whatever the scorer's calibration) exceeds {_pct(f['max_unsupported_ratio'])}. Until a
-release has {f['min_labels']} human labels, basis scorer_only: the scorer's own weighted flag rate over the last
-{w} exceeds {_pct(f['max_unsupported_ratio'])} on at least {f['min_scored']} of its scored answers (biased by the scorer's errors: compare
-with rag:unsupported_rate_human and the release before acting on the level).
+{f['min_labels']} human labels; valid whatever the scorer's calibration) exceeds {_pct(f['max_unsupported_ratio'])}: the level. The
+scorer's own flag rate is never the level (it is biased by the scorer's errors). Until a release has
+{f['min_labels']} human labels, basis scorer_comparison: the scorer flags significantly more of the newest release's
+scored answers than of the release before it (weighted flag rates over each release's life up to
+{hold}, at least {f['min_scored']} scored answers each; pooled two-proportion z above {_num(f['comparison_z'])}, one-sided, strict
+because it is re-tested at every evaluation): a regression, whatever the scorer's bias, since both
+releases are scored by the same scorer. It says nothing about the level: review the release's
+answers (rag-monitor review) to get one.
 Check first: in Phoenix, open the project's traces with a faithfulness annotation below the
 threshold and compare the retrieval documents with the answer; then
 sum by (release) (increase(rag_faithfulness_weighted_total{{verdict="unsupported"}}[{w}])) to see

@@ -21,7 +21,7 @@ import yaml
 # typo never silently leaves a default in place.
 SCHEMA: dict[str, dict[str, str]] = {
     "triage": {"min_relative_change": "ratio", "settle": "duration", "sighting_lag": "duration", "hold": "duration"},
-    "faithfulness": {"window": "duration", "max_unsupported_ratio": "ratio", "min_scored": "count", "min_labels": "count", "for": "duration", "severity": "severity"},
+    "faithfulness": {"window": "duration", "max_unsupported_ratio": "ratio", "min_scored": "count", "min_labels": "count", "comparison_z": "number", "for": "duration", "severity": "severity"},
     "latency": {
         "window": "duration", "min_queries": "count",
         "p95_slo_seconds": "number", "p95_for": "duration", "p99_slo_seconds": "number", "p99_for": "duration",
