@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from drift_data import banking77, embed  # noqa: E402
 
-from rag_monitor.detectors.jobs import draw_reference, score_window  # noqa: E402
+from rag_monitor.agent.drift.runs import draw_reference, score_window  # noqa: E402
 from rag_monitor.detectors.profiles import load_profiles  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

@@ -24,9 +24,9 @@ from rag_monitor.collectors.pricing import PriceTable
 from rag_monitor.collectors.pseudonyms import load_pseudonym_key
 from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.config_files import CONFIG_FILES, config_path, load_config
-from rag_monitor.detectors.export import DriftExporter
-from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
-from rag_monitor.detectors.jobs import DriftScheduler
+from rag_monitor.agent.drift.export import DriftExporter
+from rag_monitor.agent.drift.feed import DriftFeed, SentenceEmbedder
+from rag_monitor.agent.drift.runs import DriftScheduler
 from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS, load_profiles
 from rag_monitor.extras import embeddings_installed
 from rag_monitor.review.sampler import Sampler, SamplingConfig

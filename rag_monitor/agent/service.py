@@ -49,7 +49,7 @@ from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.faithfulness import load_scorer
 from rag_monitor.faithfulness.judge import judge_from_settings
 from rag_monitor.faithfulness.worker import FaithfulnessWorker
-from rag_monitor.detectors.probes import HttpRetriever, ProbeExporter, ProbeRunner, load_probe_set
+from rag_monitor.agent.probes import HttpRetriever, ProbeExporter, ProbeRunner, load_probe_set
 from rag_monitor.review.auth import Reviewers
 from rag_monitor.review.collector import ReviewMetricsCollector
 from rag_monitor.review.unsupported import UnsupportedRateCollector

@@ -10,7 +10,7 @@ from rag_monitor.cli.common import format_utc, parse_time, store_from_args
 def drift_report(args: argparse.Namespace) -> int:
     from rag_monitor.config_files import load_config
     from rag_monitor.detectors.profiles import load_profiles
-    from rag_monitor.detectors.report import write_report
+    from rag_monitor.agent.drift.report import write_report
 
     settings, store = store_from_args(args)
     try:
@@ -72,7 +72,7 @@ def probes_command(args: argparse.Namespace) -> int:
     import time
 
     from rag_monitor.alerts.thresholds import parse_duration
-    from rag_monitor.detectors.probes import HttpRetriever, ProbeRunner, describe_probes, load_probe_set
+    from rag_monitor.agent.probes import HttpRetriever, ProbeRunner, describe_probes, load_probe_set
 
     settings, store = store_from_args(args)
     try:

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rag_monitor.detectors.jobs import draw_reference, score_window
+from rag_monitor.agent.drift.runs import draw_reference, score_window
 from rag_monitor.detectors.profiles import DriftProfile
 
 DIM, WINDOW, REFERENCES, WINDOWS = 8, 40, 20, 20

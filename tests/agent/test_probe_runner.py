@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from rag_monitor.alerts.metrics import AgentMetrics
-from rag_monitor.detectors.probes import (
+from rag_monitor.agent.probes import (
     HttpRetriever, Probe, ProbeError, ProbeExporter, ProbeRunner, ProbeSetError, load_probe_set, parse_documents,
 )
 from tests.probe_hook import RetrievalHook
