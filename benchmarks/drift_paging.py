@@ -5,8 +5,8 @@ out as the new topic. Traffic has a daily cycle (rate +-60%, every intent's shar
 own peak hour), so hour matching matters. Each simulated *deployment* captures one reference
 reservoir (``reference_size`` items, uniform over a week of traffic: what Algorithm R keeps) and
 then tests day after day against it, exactly as the agent does: the window is a uniform sample of
-the interval (the feed's reservoir of ``current_size`` per interval), the reference is a fresh hour-matched draw (``jobs.draw_reference``), the test
-is the profile's detector (``jobs.score_window``) and the page is the profile's rule
+the interval (the feed's reservoir of ``current_size`` per interval), the reference is a fresh hour-matched draw (``detectors.references.draw_reference``), the test
+is the profile's detector (``detectors.profiles.score_window``) and the page is the profile's rule
 (``detectors/paging.py``), all from the shipped ``detectors/profiles.yaml``.
 
 Deployments are independent (each its own reference); days within one share it, which is the
@@ -39,8 +39,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from drift_data import banking77, embed  # noqa: E402
 
-from rag_monitor.detectors.jobs import draw_reference, score_window  # noqa: E402
-from rag_monitor.detectors.profiles import load_profiles  # noqa: E402
+from rag_monitor.agent.drift.profiles import load_profiles  # noqa: E402
+from rag_monitor.detectors.profiles import score_window  # noqa: E402
+from rag_monitor.detectors.references import draw_reference  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 HOUR, DAY = 3600.0, 86400.0

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from drift_data import banking77, clapnq, embed  # noqa: E402
 
 from rag_monitor.detectors import ChiSquareDrift, MMDDrift  # noqa: E402
-from rag_monitor.detectors.profiles import load_profiles  # noqa: E402
+from rag_monitor.agent.drift.profiles import load_profiles  # noqa: E402
 from rag_monitor.detectors.references import matched_reference  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

@@ -161,7 +161,7 @@ CALIBRATION_INTERVAL_S = 600.0
 
 def agent_jobs(agent: Agent) -> list[Job]:
     """The agent's periodic jobs, with their interval settings and leases."""
-    from rag_monitor.detectors.jobs import fire_interval_s
+    from rag_monitor.agent.drift.runs import fire_interval_s
 
     s = agent.settings
     expiry_s = max(1.0, min(10.0, agent.limits.root_timeout_s / 4))

@@ -11,6 +11,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from rag_monitor.agent.drift.export import DriftExporter
+from rag_monitor.agent.drift.feed import DriftFeed, SentenceEmbedder
+from rag_monitor.agent.drift.profiles import load_profiles
+from rag_monitor.agent.drift.runs import DriftRunner
 from rag_monitor.agent.follow_ups import FollowUpMatcher
 from rag_monitor.agent.forwarder import ReadableSpans, SpanForwarder, phoenix_exporter
 from rag_monitor.agent.freshness import FreshnessTracker
@@ -24,10 +28,7 @@ from rag_monitor.collectors.pricing import PriceTable
 from rag_monitor.collectors.pseudonyms import load_pseudonym_key
 from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.config_files import CONFIG_FILES, config_path, load_config
-from rag_monitor.detectors.export import DriftExporter
-from rag_monitor.detectors.feed import DriftFeed, SentenceEmbedder
-from rag_monitor.detectors.jobs import DriftScheduler
-from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS, load_profiles
+from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS
 from rag_monitor.extras import embeddings_installed
 from rag_monitor.review.sampler import Sampler, SamplingConfig
 
@@ -38,7 +39,7 @@ log = logging.getLogger("rag_monitor.agent.service")  # the start-up lines keep 
 
 
 def build_drift(agent: Agent) -> None:
-    """The drift plane: profiles, the feed (sampling before embedding), the scheduler and exporter."""
+    """The drift plane: profiles, the feed (sampling before embedding), the runner and exporter."""
     s = agent.settings
     agent.profiles = load_config("detector_profiles", s.detector_profiles, load_profiles, list)
     embedder = SentenceEmbedder(s.embedding_model, threads=s.torch_threads)
@@ -56,7 +57,7 @@ def build_drift(agent: Agent) -> None:
         on_sampled=lambda signal, window, n: agent.metrics.drift_feed_sampled.labels(signal, window).inc(n),
         on_skipped=lambda signal, window, n: agent.metrics.drift_feed_skipped.labels(signal, window).inc(n),
     )
-    agent.drift = DriftScheduler(agent.store, agent.profiles, holder=agent.instance)
+    agent.drift = DriftRunner(agent.store, holder=agent.instance)
     agent.drift_exporter = DriftExporter(agent.metrics)
 
 def build_ingest(agent: Agent) -> None:

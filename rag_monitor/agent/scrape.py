@@ -23,7 +23,7 @@ from collections.abc import Callable
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from rag_monitor.detectors.export import latest_tested
+from rag_monitor.agent.drift.export import latest_tested
 from rag_monitor.review.stats import FalseExclusionStats, false_exclusion_stats
 
 log = logging.getLogger(__name__)

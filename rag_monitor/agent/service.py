@@ -42,6 +42,7 @@ from rag_monitor.agent.http import (answering_half_closed, check_listen_address,
 from rag_monitor.agent.graph import LastOutcome, agent_components
 from rag_monitor.agent.jobs import JobScheduler, agent_jobs
 from rag_monitor.agent.planes import build_drift, build_ingest
+from rag_monitor.agent.probes import HttpRetriever, ProbeExporter, ProbeRunner, load_probe_set
 from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annotator
 from rag_monitor.agent.scrape import ReviewStatsCollector, StoreGauges
 from rag_monitor.agent.tail_sampling import TailSampler
@@ -49,7 +50,6 @@ from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.faithfulness import load_scorer
 from rag_monitor.faithfulness.judge import judge_from_settings
 from rag_monitor.faithfulness.worker import FaithfulnessWorker
-from rag_monitor.detectors.probes import HttpRetriever, ProbeExporter, ProbeRunner, load_probe_set
 from rag_monitor.review.auth import Reviewers
 from rag_monitor.review.collector import ReviewMetricsCollector
 from rag_monitor.review.unsupported import UnsupportedRateCollector

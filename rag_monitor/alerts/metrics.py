@@ -165,7 +165,7 @@ class AgentMetrics:
         self.drift_feed_skipped = Counter("rag_drift_feed_skipped_total", "Queries the drift feed passed over, by signal and window: not in the interval's reservoir or Algorithm R's pick, late for a finished slot, or nothing to embed (hidden content, no vectors and no embedder).", ["signal", "window"], registry=r)
         self.drift_last_run = Gauge("rag_drift_last_run_timestamp_seconds", "When the latest drift test finished (Unix time).", ["signal", "detector"], registry=r)
 
-        # --- neighbour stability (probe set against its pinned baseline; detectors/probes.py) ---
+        # --- neighbour stability (probe set against its pinned baseline; agent/probes.py) ---
         self.probe_overlap = Gauge("rag_probe_topk_overlap", "Mean top-k overlap of the probes compared in the latest probe run with their pinned baselines, by measure (jaccard: Jaccard@k; rbo: rank-biased overlap). Absent when no probe could be compared.", ["measure"], registry=r)
         self.probe_overlap_min = Gauge("rag_probe_topk_overlap_min", "The lowest probe's top-k overlap with its baseline in the latest probe run, by measure.", ["measure"], registry=r)
         self.probe_compared = Gauge("rag_probe_compared_probes", "Probes compared with their baseline in the latest probe run (failed probes are not).", registry=r)

@@ -8,16 +8,20 @@ can pin it to a release or a time range); each run tests the next non-overlappin
 (``season``); a test pages when its p-value clears the threshold its schedule and false-page
 budget set (``detectors/paging.py``).
 
+The file itself is read by the agent (``rag_monitor.agent.drift.profiles.load_profiles``);
+this module turns its parsed content into profiles and does no I/O.
+
 Usage::
 
-    profiles = load_profiles("detectors/profiles.yaml")
+    profiles = profiles_from(yaml.safe_load(text), "profiles.yaml")
     profiles[0].build_detector()     # MMDDrift(alpha=0.05, signal="query_embedding")
+    score_window(profiles[0], reference_values, current_values, seed).p_value
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 SIGNAL_QUERY_EMBEDDING = "query_embedding"
@@ -120,23 +124,30 @@ class DriftProfile:
         return cls(alpha=self.alpha, signal=self.signal, min_window_size=min(10, self.min_current), **self.options)
 
 
-def load_profiles(path: str | Path) -> list[DriftProfile]:
-    import yaml
+def score_window(profile: DriftProfile, matched: Any, current: Any, seed: int):
+    """The profile's detector on ``matched`` (reference) against ``current``: a ``DriftResult``."""
+    detector = profile.build_detector()
+    if hasattr(detector, "seed") and "seed" not in profile.options:
+        detector.seed = seed
+    return detector.fit(matched).predict(current)
 
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    entries = data.get("profiles", []) if isinstance(data, dict) else None
+
+def profiles_from(data: Any, where: str) -> list[DriftProfile]:
+    """The profiles of a parsed profiles file (``{"profiles": [...]}``); ``where`` names the file in errors."""
+    data = data or {}
+    entries = data.get("profiles", []) if isinstance(data, Mapping) else None
     if not isinstance(entries, list):
-        raise ValueError(f"{path}: expected a mapping with a 'profiles' list")
+        raise ValueError(f"{where}: expected a mapping with a 'profiles' list")
     known = {f.name for f in fields(DriftProfile)}
     profiles = []
     for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise ValueError(f"{path}: profile {i + 1} must be a mapping")
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{where}: profile {i + 1} must be a mapping")
         unknown = sorted(set(entry) - known)
         if unknown:
-            raise ValueError(f"{path}: profile {entry.get('name', i + 1)!r} has unknown keys {unknown}; known: {sorted(known)}")
+            raise ValueError(f"{where}: profile {entry.get('name', i + 1)!r} has unknown keys {unknown}; known: {sorted(known)}")
         profiles.append(DriftProfile(**entry))
     names = [p.name for p in profiles]
     if len(set(names)) != len(names):
-        raise ValueError(f"{path}: profile names must be unique, got {names}")
+        raise ValueError(f"{where}: profile names must be unique, got {names}")
     return profiles

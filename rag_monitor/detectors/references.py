@@ -153,48 +153,22 @@ def period_of(season: str) -> int:
     return {"day": 24, "week": 168}.get(season, 0)
 
 
-def reference_status(store, profiles) -> list[dict[str, Any]]:
-    """What ``rag-monitor drift reference show`` prints: per signal, the reference in use."""
-    import time
+def draw_reference(profile: Any, reference: Any, current_times: Any, seed: int) -> tuple[Any, list[str], int]:
+    """A fresh draw of reference items at the window's hours: ``(values, trace ids, match_hours)``.
 
-    out, seen = [], set()
-    for profile in profiles:
-        if profile.signal in seen:
-            continue
-        seen.add(profile.signal)
-        custom = store.reference_spec(profile.signal)
-        spec = custom or profile.default_reference()
-        info = store.reservoir_info(profile.signal, "reference")
-        started = info.created_at if info is not None else None
-        size = info.size if info is not None else 0
-        out.append({"signal": profile.signal, "spec": spec, "set_by": "cli" if custom else "profile default",
-                    "description": describe(spec, started), "version": info.version if info else None,
-                    "items": size, "complete": is_complete(spec, started, size, time.time())})
-    return out
-
-
-def set_reference(store, signal: str, spec: dict[str, Any] | None, *, capacity: int, now: float | None = None) -> int:
-    """Start a new reference version for ``signal`` defined by ``spec`` (None: the profile default).
-
-    The current window is kept; for a time range, its items inside the range seed the new reference.
-    Returns the new version.
+    ``profile`` is a ``DriftProfile`` (its ``season``, ``reference_ratio`` and ``signal``);
+    ``reference`` a window with ``values`` (an array for vector signals, a list otherwise),
+    ``times`` and ``trace_ids``. Every test draws anew (from its own ``seed``), so given the
+    reservoir the tests are independent of each other.
     """
-    import json
-    import time
+    import numpy as np
 
-    from rag_monitor.store import ReservoirItem
+    from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS
 
-    now = time.time() if now is None else now
-    spec = validate_spec(spec) if spec is not None else None
-    info = store.reservoir_info(signal, "reference")
-    version = store.reset_reference(signal, info.model if info else None,
-                                    source=json.dumps(spec) if spec else None, now=now, keep_current=True)
-    if spec and spec["mode"] == "range":
-        current = store.reservoir_window(signal, "current", since=spec["start"])
-        items = [ReservoirItem(trace_id, value=value if isinstance(value, str) else None,
-                               vector=None if isinstance(value, str) else value.tolist(), added_at=t,
-                               model=info.model if info else None)
-                 for trace_id, value, t in zip(current.trace_ids, current.values, current.times) if t < spec["end"]]
-        if items:
-            store.reservoir_add(signal, "reference", items, capacity=capacity, now=now)
-    return version
+    chosen, match_hours = matched_reference(reference.times, current_times, season=profile.season,
+                                            ratio=profile.reference_ratio, rng=np.random.default_rng(seed))
+    if profile.signal in EMBEDDING_SIGNALS:
+        matched = reference.values[chosen]
+    else:
+        matched = [reference.values[i] for i in chosen]
+    return matched, [reference.trace_ids[i] for i in chosen], match_hours

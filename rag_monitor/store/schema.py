@@ -278,7 +278,7 @@ drift_runs = sa.Table(
 probe_baselines = sa.Table(
     "probe_baselines",
     metadata,
-    # The probe's identity: a hash of its query and k (``detectors/probes.py``), so editing a
+    # The probe's identity: a hash of its query and k (``agent/probes.py``), so editing a
     # probe's query or k makes a new probe with its own baseline.
     sa.Column("probe_id", sa.String(64), primary_key=True),
     sa.Column("name", sa.String(200), nullable=False),

@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from rag_monitor.detectors.probes import HttpRetriever, ProbeRunner, load_probe_set
+from rag_monitor.agent.probes import HttpRetriever, ProbeRunner, load_probe_set
 from tests.alerting import FAST_OVERRIDES, AlertingStack
 from tests.probe_hook import RetrievalHook
 from tests.services import wait_until

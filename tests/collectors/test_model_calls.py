@@ -164,7 +164,7 @@ def test_openinference_placeholder_counts_as_hidden():
 
 
 def test_hidden_records_are_not_embedded_for_drift(tmp_path):
-    from rag_monitor.detectors.feed import DriftFeed
+    from rag_monitor.agent.drift.feed import DriftFeed
     from rag_monitor.detectors.profiles import DriftProfile
     from rag_monitor.store import open_store
 

@@ -109,7 +109,7 @@ def test_generator_refuses_when_nothing_supports_an_answer(app):
 def test_the_retrieval_hook_serves_the_deployed_release_and_the_rebuild_reshuffles_the_probes(app, corpus):
     from rag_monitor.demo.app import BAD_RELEASE
     from rag_monitor.demo.probes import PROBE_K, RetrievalHook, expected_overlap, probe_queries
-    from rag_monitor.detectors.probes import HttpRetriever, ProbeError
+    from rag_monitor.agent.probes import HttpRetriever, ProbeError
 
     bad = app.with_release(BAD_RELEASE, None)
     query = probe_queries(corpus)[0]

@@ -2,7 +2,7 @@
 
 Every test of a deployment draws its reference from the same reservoir. The page rule
 (``detectors/paging.py``) relies only on each test being valid on average over reservoirs; these
-tests check that premise with the agent's own draw (``jobs.draw_reference``) and show the
+tests check that premise with the agent's own draw (``detectors.references.draw_reference``) and show the
 dependence it is built to survive: a reference reused whole ties every window's p-value to it,
 a fresh small draw from a large reservoir barely does. Fixed seeds; no timing.
 """
@@ -15,8 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rag_monitor.detectors.jobs import draw_reference, score_window
-from rag_monitor.detectors.profiles import DriftProfile
+from rag_monitor.detectors.profiles import DriftProfile, score_window
+from rag_monitor.detectors.references import draw_reference
 
 DIM, WINDOW, REFERENCES, WINDOWS = 8, 40, 20, 20
 

@@ -23,7 +23,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 import rag_monitor
 from rag_monitor import semconv
-from rag_monitor.detectors.jobs import fire_interval_s, run_lease_s, run_profile, slot_of
+from rag_monitor.agent.drift.runs import fire_interval_s, run_lease_s, run_profile, slot_of
 from rag_monitor.detectors.profiles import DriftProfile
 from rag_monitor.store import open_store
 from tests.services import PostgresServer, free_port, traversable_tmpdir, wait_until

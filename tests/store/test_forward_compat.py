@@ -82,8 +82,8 @@ def test_session_windows_with_labels_a_newer_version_appended(store):
 
 
 def test_drift_run_results_and_reference_definitions(store):
+    from rag_monitor.agent.drift.export import DriftExporter
     from rag_monitor.alerts.metrics import AgentMetrics
-    from rag_monitor.detectors.export import DriftExporter
     from rag_monitor.detectors.profiles import DriftProfile
     from rag_monitor.detectors.references import capture_period
 

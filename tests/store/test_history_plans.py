@@ -64,7 +64,7 @@ def fill(conn, now: float) -> None:
 
 
 def test_no_job_or_scrape_statement_scans_history(postgres_url):
-    from rag_monitor.detectors.export import latest_tested
+    from rag_monitor.agent.drift.export import latest_tested
 
     store = open_store(postgres_url)
     now = time.time()

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from prometheus_client import CollectorRegistry
 
+from rag_monitor.agent.drift.export import DriftExporter
 from rag_monitor.alerts.metrics import AgentMetrics
-from rag_monitor.detectors.export import DriftExporter
 from rag_monitor.detectors.profiles import DriftProfile
 
 PROFILE = DriftProfile("query-mmd", "query_embedding", "mmd")

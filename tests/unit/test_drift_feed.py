@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from rag_monitor.detectors.feed import DriftFeed
-from rag_monitor.detectors.jobs import run_profile
+from rag_monitor.agent.drift.feed import DriftFeed
+from rag_monitor.agent.drift.runs import run_profile
 from rag_monitor.detectors.profiles import DriftProfile
 from rag_monitor.record import QueryRecord
 from rag_monitor.store import open_store

@@ -6,11 +6,11 @@ import math
 
 import pytest
 
+from rag_monitor.agent.drift.feed import DriftFeed
+from rag_monitor.agent.drift.profiles import load_profiles
+from rag_monitor.agent.drift.runs import run_profile
 from rag_monitor.cli import main as cli
-from rag_monitor.detectors.feed import DriftFeed
-from rag_monitor.detectors.jobs import run_profile
 from rag_monitor.detectors.paging import PageRule
-from rag_monitor.detectors.profiles import load_profiles
 from rag_monitor.record import QueryRecord
 from rag_monitor.store import open_store
 

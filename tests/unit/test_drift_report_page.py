@@ -13,7 +13,7 @@ def _page(changes: dict | None, phoenix_url: str | None = None) -> str:
     row = {"profile": SimpleNamespace(name="queries", signal="query_embedding", detector="mmd"), "result": result,
            "waiting": "", "window": "2026-12-01 10:00 UTC .. 2026-12-01 10:05 UTC", "evidently": None,
            "log_threshold": 3.0, "css": "drift"}
-    return render("rag_monitor.detectors", "drift_report.html", rows=[row], phoenix_url=phoenix_url)
+    return render("rag_monitor.agent.drift", "drift_report.html", rows=[row], phoenix_url=phoenix_url)
 
 
 def test_no_cluster_moved_says_why_instead_of_an_empty_heading():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from rag_monitor.alerts.metrics import AgentMetrics
-from rag_monitor.detectors.probes import (
+from rag_monitor.agent.probes import (
     HttpRetriever, Probe, ProbeError, ProbeExporter, ProbeRunner, ProbeSetError, load_probe_set, parse_documents,
 )
+from rag_monitor.alerts.metrics import AgentMetrics
 from tests.probe_hook import RetrievalHook
 from tests.store.conftest import store, store_url  # noqa: F401 - both backends, as every store test
 

@@ -63,7 +63,7 @@ def write_report(store, profiles: Sequence[DriftProfile], out_dir: str | Path, *
     import datetime as dt
     import math
 
-    from rag_monitor.detectors.export import latest_tested
+    from rag_monitor.agent.drift.export import latest_tested
     from rag_monitor.templating import render
 
     from rag_monitor.extras import MissingExtra, available
@@ -99,7 +99,7 @@ def write_report(store, profiles: Sequence[DriftProfile], out_dir: str | Path, *
             "log_threshold": math.log(result["page_threshold"]) if result else None,
             "css": "wait" if not result else ("drift" if result["decision"] else "ok"),
         })
-    page = render("rag_monitor.detectors", "drift_report.html", rows=rows,
+    page = render("rag_monitor.agent.drift", "drift_report.html", rows=rows,
                   phoenix_url=phoenix_url.rstrip("/") if phoenix_url else None)
     (out / "index.html").write_text(page, encoding="utf-8")
     return out / "index.html"

@@ -9,14 +9,16 @@ decision.
 A run belongs to the slot ``floor(now / interval) * interval``. ``Store.claim_run`` lets exactly
 one replica take a slot (a unique row in the store). Replicas try the current slot several times
 per interval; a run that dies midway leaves a lease that lapses within half a slot, and the next
-try redoes it. APScheduler fires the jobs; torch and
-BLAS stay single-threaded inside the agent.
+try redoes it. The agent's one scheduler fires the runs (a ``drift:<profile>`` job each,
+``agent/jobs.py``); torch and BLAS stay single-threaded inside the agent. The statistics a run
+applies (the hour-matched draw, the test, the page rule, the explanation) are
+``rag_monitor.detectors``'; this module reads the windows and writes the result.
 
 Usage::
 
-    scheduler = DriftScheduler(store, profiles, holder="agent-1")
-    scheduler.start(); ...; scheduler.shutdown()
-    run_profile(store, profile, holder="cli")       # one run now, e.g. from tests or a scheduler
+    runner = DriftRunner(store, holder="agent-1", on_result=...)
+    runner.run_due(profile)                         # what each drift:<profile> job calls
+    run_profile(store, profile, holder="cli")       # one run now, e.g. from tests
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS, DriftProfile
+from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS, DriftProfile, score_window
+from rag_monitor.detectors.references import draw_reference
 
 log = logging.getLogger(__name__)
 
@@ -82,33 +85,6 @@ def _example_queries(store, trace_ids: list[str]) -> list[dict]:
         forwarded = any(store.item_for_trace(trace_id, queue=q) is not None for q in (DEFAULT_QUEUE, SCORE_QUEUE))
         out.append({"trace_id": trace_id, "query": None if hidden else record.query[:200], "forwarded": forwarded})
     return out
-
-
-def draw_reference(profile: DriftProfile, reference, current_times, seed: int):
-    """A fresh draw of reference items at the window's hours: ``(values, trace ids, match_hours)``.
-
-    ``reference`` is a store window (``values``, ``times``, ``trace_ids``). Every test draws anew
-    (from its own ``seed``), so given the reservoir the tests are independent of each other.
-    """
-    import numpy as np
-
-    from rag_monitor.detectors.references import matched_reference
-
-    chosen, match_hours = matched_reference(reference.times, current_times, season=profile.season,
-                                            ratio=profile.reference_ratio, rng=np.random.default_rng(seed))
-    if profile.signal in EMBEDDING_SIGNALS:
-        matched = reference.values[chosen]
-    else:
-        matched = [reference.values[i] for i in chosen]
-    return matched, [reference.trace_ids[i] for i in chosen], match_hours
-
-
-def score_window(profile: DriftProfile, matched, current, seed: int):
-    """The profile's detector on ``matched`` (reference) against ``current``: a ``DriftResult``."""
-    detector = profile.build_detector()
-    if hasattr(detector, "seed") and "seed" not in profile.options:
-        detector.seed = seed
-    return detector.fit(matched).predict(current)
 
 
 def test_window(store, profile: DriftProfile, now: float) -> dict:
@@ -190,14 +166,13 @@ def run_profile(store, profile: DriftProfile, holder: str, now: float | None = N
         raise
 
 
-class DriftScheduler:
-    def __init__(self, store, profiles: Sequence[DriftProfile], holder: str,
-                 on_result: Callable[[DriftProfile, dict], None] = lambda p, r: None):
+class DriftRunner:
+    """Runs a profile's due slot for the ``drift:<profile>`` jobs; a failed run is logged and stored, the schedule goes on."""
+
+    def __init__(self, store, holder: str, on_result: Callable[[DriftProfile, dict], None] = lambda p, r: None):
         self.store = store
-        self.profiles = list(profiles)
         self.holder = holder
         self.on_result = on_result
-        self._scheduler = None
 
     def run_due(self, profile: DriftProfile) -> None:
         try:
@@ -206,16 +181,3 @@ class DriftScheduler:
             return
         if result is not None:
             self.on_result(profile, result)
-
-    def start(self) -> None:
-        from apscheduler.schedulers.background import BackgroundScheduler
-
-        self._scheduler = BackgroundScheduler(daemon=True)
-        for profile in self.profiles:
-            self._scheduler.add_job(self.run_due, "interval", args=[profile], seconds=fire_interval_s(profile),
-                                    id=profile.name, coalesce=True, max_instances=1)
-        self._scheduler.start()
-
-    def shutdown(self) -> None:
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=True)
