@@ -7,7 +7,7 @@ reservoir (``reference_size`` items, uniform over a week of traffic: what Algori
 then tests day after day against it, exactly as the agent does: the window is a uniform sample of
 the interval (the feed's reservoir of ``current_size`` per interval), the reference is a fresh hour-matched draw (``jobs.draw_reference``), the test
 is the profile's detector (``jobs.score_window``) and the page is the profile's rule
-(``detectors/paging.py``), all from the shipped ``detectors/profiles.yaml``.
+(``detectors/paging.py``), all from the shipped ``rag_monitor/defaults/detectors/profiles.yaml``.
 
 Deployments are independent (each its own reference); days within one share it, which is the
 dependence the page rule must survive. Reported per profile: false pages over the simulated
@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from drift_data import banking77, embed  # noqa: E402
 
+from rag_monitor.config_files import shipped_path  # noqa: E402
 from rag_monitor.detectors.jobs import draw_reference, score_window  # noqa: E402
 from rag_monitor.detectors.profiles import load_profiles  # noqa: E402
 
@@ -224,7 +225,7 @@ def main() -> None:
     default_days = args.days or (15 if args.quick else 30)
     starts = args.power_starts or (2 if args.quick else 8)
     traffic = Traffic(args.seed)
-    profiles = {p.name: p for p in load_profiles(ROOT / "detectors" / "profiles.yaml")}
+    profiles = {p.name: p for p in load_profiles(shipped_path("detector_profiles"))}
     header = {"data": "banking77 train queries, all-MiniLM-L6-v2; 10 intents held out as the new topic",
               "traffic": {"daily_rate_swing": 0.6, "daily_intent_share_swing": 0.8, "reference_days": 7,
                           "new_topic_share": SHIFT_SHARE}}
