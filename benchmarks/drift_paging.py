@@ -216,7 +216,7 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=None, help="days tested against each reference")
     parser.add_argument("--power-starts", type=int, default=None, help="new-topic starts per profile")
     parser.add_argument("--profiles", default="query-mmd,document-mmd,intent-chi-square",
-                        help="profiles of detectors/profiles.yaml, each optionally NAME:REFERENCESxDAYS")
+                        help="profiles of the shipped detectors/profiles.yaml, each optionally NAME:REFERENCESxDAYS")
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--more", action="store_true",
                         help="add NAME:REFERENCES deployments (the next ones, same days) to the profiles in the results file")

@@ -1,9 +1,9 @@
 """A small process manager for the demo: Prometheus, Alertmanager and Phoenix on loopback.
 
 Each server runs on a free loopback port with its state under one directory and is stopped
-when the ``with`` block ends. The rules are the shipped ones (``alerts/thresholds.yaml``)
+when the ``with`` block ends. The rules are the shipped ones (``rag_monitor/defaults/alerts/thresholds.yaml``)
 regenerated with the caller's overrides (second-long windows for the demo); the Alertmanager
-config is the shipped ``alerts/alertmanager.yml`` with every receiver pointed at a webhook
+config is the shipped ``alertmanager.yml`` beside it with every receiver pointed at a webhook
 receiver in this process, which records what arrives::
 
     with AlertingStack(root, targets=["127.0.0.1:8080"], overrides=DEMO_OVERRIDES) as stack:
