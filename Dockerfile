@@ -48,7 +48,7 @@ COPY rag_monitor ./rag_monitor
 # hadolint ignore=DL3013
 RUN pip install --no-cache-dir --no-deps . && pip uninstall -y -q pip
 
-# ---- runtime: the venv and the default config, nothing to compile with --------------------
+# ---- runtime: the venv (with the default config inside the package), nothing to compile with --
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="rag-monitor" \
       org.opencontainers.image.description="Monitoring agent for retrieval-augmented generation apps" \
@@ -59,10 +59,9 @@ RUN groupadd --system --gid 10001 ragmon \
     && mkdir -p /var/lib/rag-monitor \
     && chown ragmon:ragmon /var/lib/rag-monitor
 COPY --from=build /opt/venv /opt/venv
-# Operator-editable defaults; Helm mounts its ConfigMaps over these folders.
-COPY collectors /etc/rag-monitor/collectors
-COPY detectors /etc/rag-monitor/detectors
-COPY alerts /etc/rag-monitor/alerts
+# The config files' defaults ship inside the package (rag_monitor/defaults; settings `default`).
+# To change one, mount an edited copy and point its setting at it; Helm mounts its ConfigMaps
+# under /etc/rag-monitor/collectors and /etc/rag-monitor/detectors and sets the paths.
 # Hosts must be 0.0.0.0 in a container. Caches (Hugging Face, matplotlib) go to /tmp so the
 # root filesystem can stay read-only; no model hub at run time (weights come from the
 # installed packages or a mounted hhem_model_path).
@@ -81,5 +80,4 @@ VOLUME ["/var/lib/rag-monitor"]
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
 ENTRYPOINT ["rag-monitor"]
-# Relative default paths (collectors/ingest.yaml, ...) resolve against WORKDIR.
 CMD ["agent"]

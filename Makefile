@@ -9,7 +9,7 @@ TOOLS := .tools
 TORCH := torch==2.13.0
 EXTRAS := agent,report,embeddings,hhem,phoenix,postgres,dev
 
-.PHONY: test demo screenshots venv system-deps tools bench clean helm-sync defaults-sync alerts-generate dashboards image image-slim
+.PHONY: test demo screenshots venv system-deps tools bench clean helm-sync alerts-generate dashboards image image-slim
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,19 +64,16 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache
 
-# The chart carries copies of collectors/, detectors/ and alerts/rules/ (helm reads nothing
+# Every shipped config file has one source, rag_monitor/defaults/ (edit it there). The chart
+# carries generated copies of its collectors/, detectors/ and alerts/rules/ (helm reads nothing
 # outside the chart) and a values schema generated from rag_monitor/settings.py.
 helm-sync: $(STAMP)
 	$(PY) helm/sync_files.py
 
-# The package ships copies of collectors/*.yaml and detectors/*.yaml as the agent's defaults
-# (an installed agent started from any directory has them).
-defaults-sync:
-	$(PY) rag_monitor/defaults/sync.py
-
-# Alert rule files are generated from alerts/thresholds.yaml.
+# Alert rule files are generated from rag_monitor/defaults/alerts/thresholds.yaml; the chart copies them.
 alerts-generate: $(STAMP)
 	$(PY) -m rag_monitor.alerts.generate
+	$(PY) helm/sync_files.py
 
 # The Grafana dashboard is generated from the metric definitions; the chart carries a copy.
 # Re-run after adding or changing a metric (tests/dashboards fails while it is stale).

@@ -7,7 +7,7 @@ reservoir (``reference_size`` items, uniform over a week of traffic: what Algori
 then tests day after day against it, exactly as the agent does: the window is a uniform sample of
 the interval (the feed's reservoir of ``current_size`` per interval), the reference is a fresh hour-matched draw (``detectors.references.draw_reference``), the test
 is the profile's detector (``detectors.profiles.score_window``) and the page is the profile's rule
-(``detectors/paging.py``), all from the shipped ``detectors/profiles.yaml``.
+(``detectors/paging.py``), all from the shipped ``rag_monitor/defaults/detectors/profiles.yaml``.
 
 Deployments are independent (each its own reference); days within one share it, which is the
 dependence the page rule must survive. Reported per profile: false pages over the simulated
@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from drift_data import banking77, embed  # noqa: E402
 
 from rag_monitor.agent.drift.profiles import load_profiles  # noqa: E402
+from rag_monitor.config_files import shipped_path  # noqa: E402
 from rag_monitor.detectors.profiles import score_window  # noqa: E402
 from rag_monitor.detectors.references import draw_reference  # noqa: E402
 
@@ -216,7 +217,7 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=None, help="days tested against each reference")
     parser.add_argument("--power-starts", type=int, default=None, help="new-topic starts per profile")
     parser.add_argument("--profiles", default="query-mmd,document-mmd,intent-chi-square",
-                        help="profiles of detectors/profiles.yaml, each optionally NAME:REFERENCESxDAYS")
+                        help="profiles of the shipped detectors/profiles.yaml, each optionally NAME:REFERENCESxDAYS")
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--more", action="store_true",
                         help="add NAME:REFERENCES deployments (the next ones, same days) to the profiles in the results file")
@@ -225,7 +226,7 @@ def main() -> None:
     default_days = args.days or (15 if args.quick else 30)
     starts = args.power_starts or (2 if args.quick else 8)
     traffic = Traffic(args.seed)
-    profiles = {p.name: p for p in load_profiles(ROOT / "detectors" / "profiles.yaml")}
+    profiles = {p.name: p for p in load_profiles(shipped_path("detector_profiles"))}
     header = {"data": "banking77 train queries, all-MiniLM-L6-v2; 10 intents held out as the new topic",
               "traffic": {"daily_rate_swing": 0.6, "daily_intent_share_swing": 0.8, "reference_days": 7,
                           "new_topic_share": SHIFT_SHARE}}

@@ -10,7 +10,7 @@ by:
 - ``intent_mix``: extra queries of 5 known intents (their share grows by 10 points in all);
 - ``out_of_scope``: CLAP NQ general-knowledge questions (real Natural Questions queries).
 
-The reference holds what the default profile (``detectors/profiles.yaml``, ``query-mmd``) gives a
+The reference holds what the default profile (``rag_monitor/defaults/detectors/profiles.yaml``, ``query-mmd``) gives a
 test: ``reference_ratio x window`` items drawn at the window's hours from the 7-day reservoir of
 ``reference_size``; ``reference_table`` records, per traffic rate, how many the hour matching of
 ``detectors/references.py`` actually draws (fewer once an hour of the day holds too few).
@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from drift_data import banking77, clapnq, embed  # noqa: E402
 
+from rag_monitor.config_files import shipped_path  # noqa: E402
 from rag_monitor.detectors import ChiSquareDrift, MMDDrift  # noqa: E402
 from rag_monitor.agent.drift.profiles import load_profiles  # noqa: E402
 from rag_monitor.detectors.references import matched_reference  # noqa: E402
@@ -56,7 +57,7 @@ ALPHA = 0.05
 HELD_OUT = 10
 BOOSTED = 5
 SCENARIOS = ("new_topic", "intent_mix", "out_of_scope")
-PROFILE = next(p for p in load_profiles(ROOT / "detectors" / "profiles.yaml") if p.name == "query-mmd")
+PROFILE = next(p for p in load_profiles(shipped_path("detector_profiles")) if p.name == "query-mmd")
 DETECTORS = {
     "mmd_single": lambda: MMDDrift(alpha=ALPHA, bandwidths=(1.0,), neighbours=0, n_permutations=300),
     "mmd_default": PROFILE.build_detector,

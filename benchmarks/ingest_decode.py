@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_monitor import semconv as sc  # noqa: E402
 from rag_monitor.collectors import IngestLimits, Redactor, TraceAssembler, decode_export_request  # noqa: E402
+from rag_monitor.config_files import shipped_path  # noqa: E402
 
 TRACES, BATCH = 200, 50
 WORDS = ("the billing settings page lets customers cancel plans refunds arrive within 5 business days after approval "
@@ -129,9 +130,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
     payloads = build_payloads()
-    root = Path(__file__).resolve().parents[1]
     # The configuration the agent ships with: built-in kinds plus the operator rules in the YAML.
-    limits, redactor = IngestLimits.load(root / "collectors" / "ingest.yaml"), Redactor.load(root / "collectors" / "redaction.yaml")
+    limits, redactor = IngestLimits.load(shipped_path("ingest_config")), Redactor.load(shipped_path("redaction_rules"))
     spans = baseline(payloads)
     ours(payloads, limits, redactor)  # warm-up
     base_times, our_times = [], []

@@ -134,7 +134,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=50, help="independent streams the weeks are split over")
     parser.add_argument("--seed", type=int, default=17)
     args = parser.parse_args()
-    r = load_thresholds(ROOT / "alerts" / "thresholds.yaml")["regeneration"]
+    r = load_thresholds()["regeneration"]
     if parse_duration(r["window"]) != 3600 or parse_duration(r["season"]) != 7 * 86400:
         raise SystemExit("the simulation models 1h windows and 1w seasons: thresholds.yaml says otherwise")
     rng = np.random.default_rng(args.seed)

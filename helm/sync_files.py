@@ -1,11 +1,15 @@
-"""Copy the operator-editable config files into the Helm chart and regenerate its values schema,
-or check that both are current.
+"""Write the Helm chart's copies of the shipped config files and its values schema, or check that
+both are current: the one generator of copies in the repository.
 
-Helm can only read files inside the chart directory, and a symlink does not survive
-``helm package``, so the chart carries copies of ``collectors/``, ``detectors/`` and ``alerts/``
-under ``helm/rag-monitor/files/``. The top-level folders stay the source of truth; this script
-is the one way the copies change, and ``tests/deploy`` fails while they differ. It also rewrites
-``values.schema.json`` from ``rag_monitor/settings.py`` (see ``helm/values_schema.py``).
+Every shipped config file has one source, the package's defaults (``rag_monitor/defaults/``:
+the agent's ``collectors/`` and ``detectors/`` files, the OTel gateway's config, the alert rules
+generated from ``alerts/thresholds.yaml``), plus the generated Grafana dashboard
+(``dashboards/``). Helm can only read files inside the chart directory, and a symlink does not
+survive ``helm package``, so the chart carries generated copies under
+``helm/rag-monitor/files/``; ``tests/deploy`` fails while they differ, and
+``tests/collectors/test_shipped_defaults.py`` while any other copy of a shipped file exists.
+It also rewrites ``values.schema.json`` from ``rag_monitor/settings.py`` (see
+``helm/values_schema.py``).
 
 Usage::
 
@@ -27,26 +31,31 @@ import values_schema  # noqa: E402  (a sibling script, not a package)
 ROOT = Path(__file__).resolve().parent.parent
 CHART_FILES = ROOT / "helm" / "rag-monitor" / "files"
 
-# (top-level folder, glob patterns inside it). From alerts/ only the Prometheus rule files:
-# thresholds.yaml generates them, and the Alertmanager config and promtool tests are not
-# deployed by the chart. dashboards/ holds the generated Grafana dashboard.
+# Chart folder -> (its source folder under the repository, glob patterns inside it). From alerts/
+# only the Prometheus rule files: thresholds.yaml generates them, and the Alertmanager config and
+# promtool tests are not deployed by the chart.
 SYNCED = {
-    "collectors": ("*.yaml",),
-    "detectors": ("*.yaml",),
-    "alerts": ("rules/*.yml", "rules/*.yaml"),
-    "dashboards": ("*.json",),
+    "collectors": ("rag_monitor/defaults/collectors", ("*.yaml",)),
+    "detectors": ("rag_monitor/defaults/detectors", ("*.yaml",)),
+    "alerts": ("rag_monitor/defaults/alerts", ("rules/*.yml", "rules/*.yaml")),
+    "dashboards": ("dashboards", ("*.json",)),
 }
 
 
 def source_files(root: Path = ROOT) -> dict[str, Path]:
-    """Relative path (``collectors/ingest.yaml``, ``alerts/rules/cost.yml``) -> source file."""
+    """Chart-relative path (``collectors/ingest.yaml``, ``alerts/rules/cost.yml``) -> source file."""
     found: dict[str, Path] = {}
-    for folder, patterns in SYNCED.items():
+    for folder, (source, patterns) in SYNCED.items():
         for pattern in patterns:
-            for path in sorted((root / folder).glob(pattern)):
+            for path in sorted((root / source).glob(pattern)):
                 if path.is_file():
-                    found[path.relative_to(root).as_posix()] = path
+                    found[f"{folder}/{path.relative_to(root / source).as_posix()}"] = path
     return found
+
+
+def generated_copies(root: Path = ROOT, chart_files: Path = CHART_FILES) -> dict[Path, Path]:
+    """Every copy this script writes -> its source (both absolute)."""
+    return {chart_files / name: source for name, source in source_files(root).items()}
 
 
 def chart_copies(chart_files: Path = CHART_FILES) -> dict[str, Path]:

@@ -9,9 +9,11 @@ Each file setting (``ingest_config``, ``redaction_rules``, ``price_table``, ``sa
   a message naming the setting and the file (never silently ignored);
 - empty: none (built-in limits and redaction rules, no prices, default sampling, no drift).
 
-The top-level ``collectors/`` and ``detectors/`` folders stay the operator-editable sources;
-``rag_monitor/defaults/`` holds copies that ``python rag_monitor/defaults/sync.py`` writes and
-``tests/collectors/test_shipped_defaults.py`` keeps equal to the sources.
+``rag_monitor/defaults/`` is the one source of every shipped config file: the agent's, the OTel
+gateway's and the alerting ones (``alerts/``). The Helm chart's copies are generated from it
+(``python helm/sync_files.py``); ``tests/collectors/test_shipped_defaults.py`` fails when another
+copy appears. To change a default for one deployment, copy the file, edit it and point the setting
+at it.
 
     path = config_path("price_table", settings.price_table)      # Path or None
     prices = load_config("price_table", settings.price_table, PriceTable.load, lambda: PriceTable([]))
@@ -36,7 +38,7 @@ CONFIG_FILES = {
     "sampling_config": "detectors/sampling.yaml",
     "detector_profiles": "detectors/profiles.yaml",
 }
-"""Setting -> the file's path under the repository (and under ``rag_monitor/defaults``)."""
+"""Setting -> the file's path under ``rag_monitor/defaults`` (and under the chart's ``files/``)."""
 
 T = TypeVar("T")
 

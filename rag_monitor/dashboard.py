@@ -3,7 +3,7 @@
 Every metric the agent defines (``rag_monitor/alerts/metrics.py``, and the scrape-time gauges
 of ``agent/scrape.py``) gets a panel in the row of its section (the ``# --- name ---`` comments
 of ``AgentMetrics``): a curated panel where one is written below (quantiles, ratios, bands and
-thresholds from ``alerts/thresholds.yaml``), a generic one otherwise. So a new metric reaches
+thresholds from the shipped ``rag_monitor/defaults/alerts/thresholds.yaml``), a generic one otherwise. So a new metric reaches
 the dashboard when the generator runs again, and no panel names a metric that does not exist.
 
     python -m rag_monitor.dashboard           # rewrite dashboards/rag-monitor.json
@@ -123,7 +123,9 @@ def metric_definitions() -> list[Metric]:
 def _thresholds() -> dict:
     import yaml
 
-    return yaml.safe_load((ROOT / "alerts" / "thresholds.yaml").read_text())
+    from rag_monitor.alerts.thresholds import THRESHOLDS_FILE
+
+    return yaml.safe_load(THRESHOLDS_FILE.read_text())
 
 
 # --- PromQL helpers -------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def metrics_table() -> str:
 def alerts_reference() -> str:
     from rag_monitor.alerts.rules import load_rules, render_markdown
 
-    return render_markdown(load_rules(ROOT / "alerts" / "rules"))
+    return render_markdown(load_rules())  # the shipped rules
 
 
 SECTIONS = {"settings": settings_table, "metrics": metrics_table, "alerts": alerts_reference}

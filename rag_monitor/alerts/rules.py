@@ -1,14 +1,14 @@
-"""Reads the Prometheus rule files in ``alerts/rules/`` and describes them.
+"""Reads the Prometheus rule files in ``rag_monitor/defaults/alerts/rules/`` and describes them.
 
 Tests use it to check the rules against the metrics the agent defines; the README's alert
 reference is rendered from it, so the documentation cannot drift from the rules.
 
 Usage::
 
-    rules = load_rules("alerts/rules")
+    rules = load_rules()                           # the shipped rules (RULES_DIR)
     [r.name for r in rules if r.kind == "alert"]    # ['RagFaithfulnessLow', ...]
     referenced_metrics(rules[0].expr)              # {'rag_faithfulness_weighted_total', ...}
-    print(render_markdown(rules, load_thresholds("alerts/thresholds.yaml")))
+    print(render_markdown(rules, load_thresholds()))
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, Literal
 import yaml
 
 from rag_monitor.alerts.metrics import METRIC_PREFIX
+from rag_monitor.alerts.thresholds import RULES_DIR
 
 RECORD_PREFIX = "rag:"
 
@@ -69,7 +70,7 @@ def _parse_rule(raw: Any, group: str, file: str) -> Rule:
     )
 
 
-def load_rules(directory: str | Path = "alerts/rules") -> list[Rule]:
+def load_rules(directory: str | Path = RULES_DIR) -> list[Rule]:
     """Every rule of every ``*.yml``/``*.yaml`` file in ``directory``, in file and group order."""
     root = Path(directory)
     files = sorted([*root.glob("*.yml"), *root.glob("*.yaml")])
@@ -126,7 +127,7 @@ def render_markdown(rules: Iterable[Rule], thresholds: Mapping[str, Mapping[str,
     out += ["", "Every alert carries `triage` (`regression` with `suspected_change` and, for a release, `suspected_release`; "
             "or `drift`), decided by comparison (`rag:triage`, one series per guardrail), and a `runbook` annotation.", ""]
     if thresholds:
-        out += ["### Thresholds (`alerts/thresholds.yaml`)", "", "| setting | value |", "|---|---|"]
+        out += ["### Thresholds (`rag_monitor/defaults/alerts/thresholds.yaml`)", "", "| setting | value |", "|---|---|"]
         for section, values in thresholds.items():
             for key, value in values.items():
                 out.append(f"| `{section}.{key}` | `{value}` |")

@@ -1,11 +1,11 @@
-"""The thresholds file (``alerts/thresholds.yaml``): its schema, Prometheus durations, validation.
+"""The thresholds file (``rag_monitor/defaults/alerts/thresholds.yaml``): its schema, Prometheus durations, validation.
 
 Every number an alert compares against, every range window and every ``for:`` lives there;
 unknown or missing keys are errors, so a typo never silently leaves a default in place.
 
 Usage::
 
-    thresholds = load_thresholds("alerts/thresholds.yaml", overrides={"faithfulness.for": "2s"})
+    thresholds = load_thresholds(THRESHOLDS_FILE, overrides={"faithfulness.for": "2s"})
 """
 
 from __future__ import annotations
@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from rag_monitor.config_files import DEFAULTS_DIR
+
+ALERTS_DIR = DEFAULTS_DIR / "alerts"
+"""The shipped alerting configuration, its one source: ``thresholds.yaml`` (edited), ``rules/``
+(generated from it), ``alertmanager.yml`` and ``tests/`` (promtool cases, not shipped)."""
+THRESHOLDS_FILE = ALERTS_DIR / "thresholds.yaml"
+RULES_DIR = ALERTS_DIR / "rules"
 
 # The schema of thresholds.yaml: section -> key -> kind. Unknown or missing keys are errors, so a
 # typo never silently leaves a default in place.
@@ -132,7 +140,7 @@ def validate_thresholds(raw: Mapping[str, Any], overrides: Mapping[str, Any] | N
     return out
 
 
-def load_thresholds(path: str | Path = "alerts/thresholds.yaml", overrides: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+def load_thresholds(path: str | Path = THRESHOLDS_FILE, overrides: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Reads and validates the thresholds file; ``overrides`` maps ``"section.key"`` to a value."""
     with open(path, encoding="utf-8") as f:
         return validate_thresholds(yaml.safe_load(f) or {}, overrides)

@@ -1,6 +1,6 @@
 """The collectors plane: OTLP in, traces assembled into ``QueryRecord``s, PII out, cost on.
 
-    limits = IngestLimits.load("collectors/ingest.yaml")
+    limits = IngestLimits.load("rag_monitor/defaults/collectors/ingest.yaml")
     result = decode_export_request(body, content_type, content_encoding, limits=limits)
     redactor.redact_spans(result.spans)                       # before storing or forwarding
     out = assembler.add(result.spans)                         # records of finished queries

@@ -1,6 +1,6 @@
-"""Ingest settings: size limits, buffer bounds and timeouts, loadable from ``collectors/ingest.yaml``.
+"""Ingest settings: size limits, buffer bounds and timeouts, loadable from ``rag_monitor/defaults/collectors/ingest.yaml``.
 
-    limits = IngestLimits.load("collectors/ingest.yaml")   # missing keys keep their defaults
+    limits = IngestLimits.load("rag_monitor/defaults/collectors/ingest.yaml")   # missing keys keep their defaults
     limits = IngestLimits(max_body_bytes=1 << 20)          # or directly, in tests
 
 Precedence is argument (``IngestLimits(...)`` / ``load(..., **overrides)``), then the file, then

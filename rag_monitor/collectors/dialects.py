@@ -64,7 +64,7 @@ _QUERY_STAGES = frozenset({sc.STAGE_RETRIEVE, sc.STAGE_RERANK, sc.STAGE_GENERATE
 
 @dataclass(frozen=True, slots=True)
 class DialectSettings:
-    """The attribute mapping an operator can tune in ``collectors/ingest.yaml`` (``mapping:``)."""
+    """The attribute mapping an operator can tune in ``rag_monitor/defaults/collectors/ingest.yaml`` (``mapping:``)."""
 
     document_id_metadata_keys: tuple[str, ...] = ("id", "doc_id", "document_id", "source", "file_name", "url")
     """Metadata keys tried, in order, for a document id when the span has no ``document.id``."""

@@ -1,6 +1,6 @@
 """Cost per query from token counts and an operator-maintained price table.
 
-    prices = PriceTable.load("collectors/prices.yaml")
+    prices = PriceTable.load("rag_monitor/defaults/collectors/prices.yaml")
     prices.cost("gpt-4o-mini-2024-07-18", prompt_tokens=812, completion_tokens=64)   # USD, or None
     prices.call_cost(record.model_calls[0])   # one call at its own model's price, cached tokens included
     prices.unknown_models        # Counter of model names with no price (cost None)

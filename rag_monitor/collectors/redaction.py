@@ -1,6 +1,6 @@
 """PII redaction before anything is stored or forwarded.
 
-    redactor = Redactor.load("collectors/redaction.yaml", pseudonym_key=key)  # built-ins + the operator's rules
+    redactor = Redactor.load("rag_monitor/defaults/collectors/redaction.yaml", pseudonym_key=key)  # built-ins + the operator's rules
     text, counts = redactor.redact_text("mail jo@example.com")   # "mail <EMAIL>", {"email": 1}
     counts = redactor.redact_spans(spans)     # every string of every span, in place
     counts = redactor.redact_record(record)   # for records built any other way than from spans
@@ -101,7 +101,7 @@ class Redactor:
 
     @classmethod
     def load(cls, path: str | Path, *, pseudonym_key: bytes | None = None) -> Redactor:
-        """Built-in rules plus ``rules:`` from a YAML file (see ``collectors/redaction.yaml``)."""
+        """Built-in rules plus ``rules:`` from a YAML file (see ``rag_monitor/defaults/collectors/redaction.yaml``)."""
         import yaml
 
         with open(path, encoding="utf-8") as fh:

@@ -36,7 +36,6 @@ from rag_monitor.demo.waits import (
     wait_stored,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 SERVICE_NAME = "support-bot"
 STATE_FILE = "demo-state.json"
 CONFIG_FILE = "agent.yaml"
@@ -171,13 +170,15 @@ def _write_configs(root: Path, quick: bool) -> dict[str, str]:
     """Sampling, prices and drift profiles for the demo, next to the shipped defaults."""
     import yaml
 
+    from rag_monitor.config_files import shipped_path
+
     config = root / "config"
     config.mkdir(exist_ok=True)
     # 20% base rate (production default 1%) so a few minutes of traffic fill the review queue.
     # The scorer labels more (60%, no budget): the prediction-powered rate has a scored sample to lean on.
     (config / "sampling.yaml").write_text(yaml.safe_dump({"base_rate": 0.2, "thumbs_down_rate": 1.0, "refusal_rate": 0.2,
                                                           "shadow_pair_rate": 0.5, "score_rate": 0.6, "score_budget": 0}))
-    shipped = yaml.safe_load((REPO / "collectors" / "prices.yaml").read_text()) if (REPO / "collectors" / "prices.yaml").exists() else {}
+    shipped = yaml.safe_load(shipped_path("price_table").read_text())
     models = dict(shipped.get("models", {}))
     # The extractive generator is free; priced like a small hosted model so cost per query means something.
     models["demo-extractive-*"] = {"input": 0.15, "output": 0.60, "cached_input": 0.075}
@@ -185,12 +186,9 @@ def _write_configs(root: Path, quick: bool) -> dict[str, str]:
     calls = {**shipped.get("calls", {}), "demo-hybrid-reranker-1": {"per_1k_calls": 1.0}, "demo-help-center": {"per_1k_calls": 0.4}}
     (config / "prices.yaml").write_text(yaml.safe_dump({"models": models, "calls": calls}))
     (config / "profiles.yaml").write_text(yaml.safe_dump(_drift_profiles(quick)))
-    paths = {"sampling_config": str(config / "sampling.yaml"), "price_table": str(config / "prices.yaml"),
-             "detector_profiles": str(config / "profiles.yaml")}
-    for name, rel in (("ingest_config", "collectors/ingest.yaml"), ("redaction_rules", "collectors/redaction.yaml")):
-        if (REPO / rel).exists():
-            paths[name] = str(REPO / rel)
-    return paths
+    # ingest_config and redaction_rules keep their `default`: the shipped files.
+    return {"sampling_config": str(config / "sampling.yaml"), "price_table": str(config / "prices.yaml"),
+            "detector_profiles": str(config / "profiles.yaml")}
 
 
 # --- drift: the agent's own scheduled jobs, with demo-sized windows --------------------------------

@@ -1,9 +1,9 @@
 """A small process manager for the demo: Prometheus, Alertmanager and Phoenix on loopback.
 
 Each server runs on a free loopback port with its state under one directory and is stopped
-when the ``with`` block ends. The rules are the shipped ones (``alerts/thresholds.yaml``)
+when the ``with`` block ends. The rules are the shipped ones (``rag_monitor/defaults/alerts/thresholds.yaml``)
 regenerated with the caller's overrides (second-long windows for the demo); the Alertmanager
-config is the shipped ``alerts/alertmanager.yml`` with every receiver pointed at a webhook
+config is the shipped ``alertmanager.yml`` beside it with every receiver pointed at a webhook
 receiver in this process, which records what arrives::
 
     with AlertingStack(root, targets=["127.0.0.1:8080"], overrides=DEMO_OVERRIDES) as stack:
@@ -38,11 +38,13 @@ ALERTMANAGER = ("prometheus-alertmanager", "alertmanager")  # Debian's name firs
 
 
 def alerts_dir() -> Path:
-    """The shipped ``alerts/`` folder (the repository's; Helm mounts the same files)."""
-    path = Path(__file__).resolve().parents[2] / "alerts"
-    if not (path / "thresholds.yaml").exists():
-        raise FileNotFoundError(f"{path}/thresholds.yaml not found: run the demo from a checkout of rag-monitor")
-    return path
+    """The shipped alerting configuration (``rag_monitor/defaults/alerts``: the thresholds the
+    rules are generated from, ``alertmanager.yml``; the Helm chart carries the same rules)."""
+    from rag_monitor.alerts.thresholds import ALERTS_DIR
+
+    if not (ALERTS_DIR / "thresholds.yaml").exists():
+        raise FileNotFoundError(f"{ALERTS_DIR}/thresholds.yaml not found: the installed package lacks its shipped defaults")
+    return ALERTS_DIR
 
 
 def find_binary(*names: str) -> str | None:

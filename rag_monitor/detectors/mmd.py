@@ -52,7 +52,7 @@ topic is a tight cluster, seen best by widths below the median)."""
 
 DEFAULT_NEIGHBOURS = 0
 """Neighbours of the nearest-neighbour statistic in a bare ``MMDDrift`` (0: none, the pure kernel
-test); the shipped embedding profiles set 10 (``detectors/profiles.yaml``, measured by
+test); the shipped embedding profiles set 10 (``rag_monitor/defaults/detectors/profiles.yaml``, measured by
 ``benchmarks/drift_power.py``)."""
 
 DEGENERATE_RELATIVE_DISTANCE = 1e-5

@@ -1,4 +1,4 @@
-"""Drift detector profiles: what is tested, how, against what, how often (``detectors/profiles.yaml``).
+"""Drift detector profiles: what is tested, how, against what, how often (``rag_monitor/defaults/detectors/profiles.yaml``).
 
 Each profile names a signal, a detector, the window sizes, the significance level, a schedule
 and a false-page budget. The reference is a uniform reservoir of ``reference_size`` items over

@@ -51,7 +51,7 @@ LATE_STRATA = {semconv.FEEDBACK_THUMBS_DOWN: STRATUM_THUMBS_DOWN, semconv.FEEDBA
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """Rates per stratum (``detectors/sampling.yaml``)."""
+    """Rates per stratum (``rag_monitor/defaults/detectors/sampling.yaml``)."""
 
     base_rate: float = 0.01
     thumbs_down_rate: float = 1.0

@@ -226,7 +226,7 @@ class Query(StreamingMethods, _SpanHandle):
         """A retrieval (RETRIEVER span); call ``documents()`` on it.
 
         ``data_source`` names the index searched (``gen_ai.data_source.id``): the agent prices the
-        call when ``collectors/prices.yaml`` has a per-call price for it. A document's metadata
+        call when ``rag_monitor/defaults/collectors/prices.yaml`` has a per-call price for it. A document's metadata
         may carry ``committed_at`` (the version served) for the stale-index share.
         """
         attrs: dict[str, Any] = {_KIND: semconv.SPAN_KIND_RETRIEVER, _STAGE: semconv.STAGE_RETRIEVE}

@@ -25,10 +25,10 @@ def price_table(path: str | Path | None = None) -> dict[str, dict[str, float]]:
     """The price table the agent ships (its packaged default; USD per million tokens by pattern)."""
     import yaml
 
+    from rag_monitor.config_files import shipped_path
+
     if path is None:
-        root = Path(__file__).resolve().parents[1]
-        candidates = [root / "defaults" / "collectors" / "prices.yaml", root.parent / "collectors" / "prices.yaml"]
-        path = next(p for p in candidates if p.exists())
+        path = shipped_path("price_table")
     return {k.lower(): v for k, v in (yaml.safe_load(Path(path).read_text()).get("models") or {}).items()}
 
 

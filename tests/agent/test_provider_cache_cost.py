@@ -13,18 +13,17 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
 from rag_monitor import semconv as sc
 from rag_monitor.collectors import PriceTable
+from rag_monitor.config_files import shipped_path
 from rag_monitor.demo.summary import collect_summary, render_summary
 from tests.services import wait_until
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 OPENAI_MODEL, ANTHROPIC_MODEL = "gpt-4o-2024-08-06", "claude-sonnet-4-20250514"
 OPENAI_USAGE = {"prompt_tokens": 20_000, "completion_tokens": 500, "total_tokens": 20_500,
                 "prompt_tokens_details": {"cached_tokens": 18_000}}
@@ -74,7 +73,7 @@ def provider_api():
 
 def by_hand(model: str, uncached: int, read: int, written: int, completion: int) -> float:
     """USD from the price table's row: uncached prompt at input, reads at cached_input, writes at cached_write."""
-    row = PriceTable.load(ROOT / "collectors" / "prices.yaml").lookup(model)
+    row = PriceTable.load(shipped_path("price_table")).lookup(model)
     write_rate = row.cached_write_per_million if row.cached_write_per_million is not None else row.input_per_million
     return (uncached * row.input_per_million + read * row.cached_input_per_million + written * write_rate
             + completion * row.output_per_million) / 1e6

@@ -4,7 +4,6 @@ written against the metrics the agent defines."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -18,10 +17,11 @@ from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.alerts.rules import (
     RuleFileError, annotation_names, load_rules, referenced_metrics, referenced_records, render_markdown,
 )
+from rag_monitor.alerts.thresholds import ALERTS_DIR, RULES_DIR
 from tests.services import require_binary
 
-ALERTS = Path(__file__).resolve().parents[2] / "alerts"
-RULES = ALERTS / "rules"
+ALERTS = ALERTS_DIR  # the shipped alerting config: thresholds.yaml, generated rules/, promtool tests/
+RULES = RULES_DIR
 PROMTOOL_TESTS = sorted((ALERTS / "tests").glob("*.test.yml"))
 
 

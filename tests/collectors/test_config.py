@@ -1,18 +1,17 @@
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml
 
 from rag_monitor.collectors import DialectSettings, IngestLimits, TraceAssembler
+from rag_monitor.config_files import shipped_path
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_shipped_ingest_yaml_matches_defaults():
     """The file documents the defaults: loading it changes nothing."""
-    path = ROOT / "collectors" / "ingest.yaml"
+    path = shipped_path("ingest_config")
     assert IngestLimits.load(path) == IngestLimits()
     assert DialectSettings.from_mapping(yaml.safe_load(path.read_text())) == DialectSettings()
 

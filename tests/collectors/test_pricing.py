@@ -1,16 +1,15 @@
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from rag_monitor.collectors import PriceTable
+from rag_monitor.config_files import shipped_path
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_shipped_table_prefix_and_specificity():
-    prices = PriceTable.load(ROOT / "collectors" / "prices.yaml")
+    prices = PriceTable.load(shipped_path("price_table"))
     mini = prices.lookup("gpt-4o-mini")
     assert prices.lookup("gpt-4o-mini-2024-07-18") == mini  # versioned name, more specific than gpt-4o*
     assert prices.lookup("GPT-4o-2024-08-06").pattern == "gpt-4o*"
@@ -55,7 +54,7 @@ def test_each_call_at_its_own_models_price_with_the_shipped_table():
     """The issue's example: router on gpt-4o-mini (1,000 + 10), generator on gpt-4o (1,000 + 200)."""
     from rag_monitor.record import ModelCall
 
-    prices = PriceTable.load(ROOT / "collectors" / "prices.yaml")
+    prices = PriceTable.load(shipped_path("price_table"))
     router, generator = ModelCall("llm", "gpt-4o-mini", 1000, 10), ModelCall("llm", "gpt-4o", 1000, 200)
     assert prices.call_cost(generator) == pytest.approx(0.0045)
     assert prices.call_cost(router) == pytest.approx(0.000156)

@@ -2,15 +2,14 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from rag_monitor.collectors import Redactor, Span
 from rag_monitor.collectors.redaction import iban_valid, luhn_valid
+from rag_monitor.config_files import shipped_path
 from rag_monitor.record import Document, Feedback, QueryRecord
 
-ROOT = Path(__file__).resolve().parents[2]
 R = Redactor()
 
 POSITIVE = [
@@ -93,7 +92,7 @@ def test_seeded_corpus():
 
 
 def test_custom_rule_from_yaml(tmp_path):
-    shipped = Redactor.load(ROOT / "collectors" / "redaction.yaml")
+    shipped = Redactor.load(shipped_path("redaction_rules"))
     assert shipped.redact_text("mail a@b.io") == ("mail <EMAIL>", {"email": 1})
     path = tmp_path / "r.yaml"
     path.write_text("rules:\n  - name: us_ssn\n    pattern: '\\b\\d{3}-\\d{2}-\\d{4}\\b'\n    replacement: '<SSN>'\n    requires: '-'\n")

@@ -1,4 +1,5 @@
-"""The agent's config files ship inside the package and apply from any working directory; a
+"""The agent's config files ship inside the package and apply from any working directory; the
+package is the one source of every shipped config file (the chart's copies are generated); a
 configured file that is missing or does not parse stops the agent, naming the setting and file."""
 
 from __future__ import annotations
@@ -13,31 +14,63 @@ from pathlib import Path
 
 import pytest
 
-from rag_monitor.config_files import CONFIG_FILES, ConfigFileError, config_path, load_config, shipped_path
+from rag_monitor.config_files import CONFIG_FILES, DEFAULTS_DIR, ConfigFileError, config_path, load_config, shipped_path
 from rag_monitor.settings import AgentSettings
 from tests.services import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _sync_module():
-    spec = importlib.util.spec_from_file_location("defaults_sync", ROOT / "rag_monitor" / "defaults" / "sync.py")
+def _chart_sync():
+    spec = importlib.util.spec_from_file_location("helm_sync_files", ROOT / "helm" / "sync_files.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_packaged_copies_equal_the_operator_editable_sources():
-    problems = _sync_module().differences()
-    assert problems == [], "shipped defaults are out of date; run: python rag_monitor/defaults/sync.py\n" + "\n".join(problems)
+def shipped_files() -> dict[str, Path]:
+    """Every shipped config file (and promtool case) by its path under ``rag_monitor/defaults``."""
+    return {p.relative_to(DEFAULTS_DIR).as_posix(): p for p in sorted(DEFAULTS_DIR.rglob("*"))
+            if p.is_file() and p.name != "README.md" and "__pycache__" not in p.parts}
+
+
+def repository_files() -> list[Path]:
+    """Tracked files and new ones git does not ignore: a copy counts before it is committed."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                         capture_output=True, check=True, timeout=60).stdout.decode()
+    return [ROOT / name for name in out.split("\0") if name and (ROOT / name).is_file()]
+
+
+def test_every_shipped_config_file_has_one_source():
+    """A file elsewhere in the repository that has a shipped file's content, or its path under
+    ``defaults/`` (``collectors/prices.yaml``), is a second copy someone could edit: allowed only
+    where ``helm/sync_files.py`` generates it from the package (and tests/deploy checks it)."""
+    shipped = shipped_files()
+    by_content = {path.read_bytes(): relative for relative, path in shipped.items()}
+    generated = {copy.resolve(): source.resolve() for copy, source in _chart_sync().generated_copies().items()}
+    copies = []
+    for path in repository_files():
+        if path.resolve().is_relative_to(DEFAULTS_DIR):
+            continue
+        relative = path.relative_to(ROOT).as_posix()
+        same_name = next((name for name in shipped if relative == name or relative.endswith("/" + name)), None)
+        same_content = by_content.get(path.read_bytes()) if path.stat().st_size < 1_000_000 else None
+        source = same_name or same_content
+        if source is not None and generated.get(path.resolve()) != shipped[source].resolve():
+            copies.append(f"{relative} (a copy of rag_monitor/defaults/{source})")
+    assert not copies, ("shipped config files have a second editable copy; edit them in rag_monitor/defaults and "
+                        "generate the chart's copies with python helm/sync_files.py:\n" + "\n".join(copies))
+    # The check sees the chart's copies at all: they are found, and each is generated.
+    assert {copy for copy, source in generated.items() if source.is_relative_to(DEFAULTS_DIR)} >= {
+        (ROOT / "helm" / "rag-monitor" / "files" / name).resolve() for name in CONFIG_FILES.values()}
 
 
 def test_every_file_setting_defaults_to_the_shipped_copy():
     settings = AgentSettings()
-    assert set(_sync_module().FILES) == set(CONFIG_FILES.values())
     for name, relative in CONFIG_FILES.items():
         assert getattr(settings, name) == "default"
         assert config_path(name, "default") == shipped_path(name) and shipped_path(name).is_file(), relative
+        assert shipped_path(name) == DEFAULTS_DIR / relative
 
 
 def test_a_missing_or_broken_configured_file_names_the_setting_and_the_file(tmp_path):
@@ -63,7 +96,12 @@ def test_the_wheel_carries_the_defaults(tmp_path):
                    check=True, capture_output=True, timeout=300)
     wheel = next(tmp_path.glob("rag_monitor-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {f"rag_monitor/defaults/{relative}" for relative in CONFIG_FILES.values()} <= names
+    config = {f"rag_monitor/defaults/{relative}" for relative in shipped_files() if not relative.startswith("alerts/tests/")}
+    assert {f"rag_monitor/defaults/{relative}" for relative in CONFIG_FILES.values()} <= config
+    assert {"rag_monitor/defaults/alerts/thresholds.yaml", "rag_monitor/defaults/alerts/rules/cost.yml",
+            "rag_monitor/defaults/collectors/otelcol-gateway.yaml"} <= config
+    assert config <= names  # the agent's files, the gateway's, the alert rules and thresholds
+    assert not any(name.startswith("rag_monitor/defaults/alerts/tests/") for name in names)  # promtool cases stay in the repo
 
 
 def _start(tmp_path: Path, **settings: str) -> tuple[subprocess.Popen, Path, dict[str, str]]:

@@ -12,8 +12,9 @@ from prometheus_client import CollectorRegistry
 
 from rag_monitor import dashboard
 from rag_monitor.alerts.rules import load_rules
+from rag_monitor.alerts.thresholds import RULES_DIR
 
-ALERT_RULES = dashboard.ROOT / "alerts" / "rules"
+ALERT_RULES = RULES_DIR
 
 
 def committed() -> dict:

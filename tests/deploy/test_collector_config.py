@@ -1,4 +1,4 @@
-"""collectors/otelcol-gateway.yaml: structure and wiring, and how the chart deploys it.
+"""rag_monitor/defaults/collectors/otelcol-gateway.yaml (the shipped gateway config): structure and wiring, and how the chart deploys it.
 
 No OpenTelemetry Collector binary is available here, so the checks are structural: the
 component references a collector would resolve at start-up, plus what the design needs
@@ -15,7 +15,7 @@ import yaml
 from tests.deploy.chart import CHART, FULLNAME, POSTGRESQL_VALUES, agent_deployment, container, env_var, one, render
 
 ROOT = Path(__file__).resolve().parents[2]
-GATEWAY = ROOT / "collectors" / "otelcol-gateway.yaml"
+GATEWAY = ROOT / "rag_monitor" / "defaults" / "collectors" / "otelcol-gateway.yaml"
 BRIDGE = CHART / "files" / "bridge" / "otelcol-bridge.yaml"
 ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 

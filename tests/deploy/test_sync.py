@@ -1,5 +1,6 @@
-"""The chart's copies of collectors/, detectors/ and alerts/ equal the sources, and its values
-schema is the one helm/values_schema.py builds from rag_monitor/settings.py (helm/sync_files.py)."""
+"""The chart's copies of the shipped config (rag_monitor/defaults: collectors/, detectors/,
+alerts/rules/) and of the dashboard equal their sources, and its values schema is the one
+helm/values_schema.py builds from rag_monitor/settings.py (helm/sync_files.py)."""
 
 from __future__ import annotations
 
@@ -28,11 +29,12 @@ def test_values_schema_is_generated_from_current_settings():
 def test_sync_adds_updates_and_removes(tmp_path):
     sync = _sync_module()
     root, chart_files = tmp_path / "repo", tmp_path / "chart-files"
-    (root / "collectors").mkdir(parents=True)
-    (root / "alerts" / "rules").mkdir(parents=True)
-    (root / "collectors" / "prices.yaml").write_text("models: {}\n")
-    (root / "alerts" / "rules" / "cost.yml").write_text("groups: []\n")
-    (root / "alerts" / "thresholds.yaml").write_text("not deployed\n")
+    defaults = root / "rag_monitor" / "defaults"
+    (defaults / "collectors").mkdir(parents=True)
+    (defaults / "alerts" / "rules").mkdir(parents=True)
+    (defaults / "collectors" / "prices.yaml").write_text("models: {}\n")
+    (defaults / "alerts" / "rules" / "cost.yml").write_text("groups: []\n")
+    (defaults / "alerts" / "thresholds.yaml").write_text("not deployed\n")
     (chart_files / "detectors").mkdir(parents=True)
     (chart_files / "detectors" / "old.yaml").write_text("stale\n")
 
@@ -45,6 +47,7 @@ def test_sync_adds_updates_and_removes(tmp_path):
     assert sync.differences(root, chart_files) == []
     assert not (chart_files / "detectors" / "old.yaml").exists()
     assert not (chart_files / "alerts" / "thresholds.yaml").exists()
+    assert (chart_files / "collectors" / "prices.yaml").read_text() == "models: {}\n"
 
-    (root / "collectors" / "prices.yaml").write_text("models: {gpt: {input: 1, output: 2}}\n")
+    (defaults / "collectors" / "prices.yaml").write_text("models: {gpt: {input: 1, output: 2}}\n")
     assert sync.differences(root, chart_files) == ["differs from source: collectors/prices.yaml"]

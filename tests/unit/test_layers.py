@@ -32,7 +32,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "rag_monitor"
 
 LAYER = {
     "semconv": 0, "record": 0, "settings": 0, "templating": 0, "config_files": 0,
-    "defaults": 0,  # the shipped config files (data) and their sync script
+    "defaults": 0,  # the shipped config files (data only: their one source)
     "masking": 0,
     "estimators": 0,  # every weighted rate's arithmetic (numpy only): every plane reports rates
     "logs": 0, "extras": 0,  # logging set-up; which extra brings an optional dependency

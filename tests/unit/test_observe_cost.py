@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -10,16 +9,16 @@ from prometheus_client import CollectorRegistry
 from rag_monitor.agent.observe import QueryObserver
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors import PriceTable
+from rag_monitor.config_files import shipped_path
 from rag_monitor.record import ModelCall, QueryRecord
 from rag_monitor.store import Release
 
-ROOT = Path(__file__).resolve().parents[2]
 RV = {"release": "r1", "variant": "production"}
 
 
 def _observe(record: QueryRecord) -> tuple[float | None, CollectorRegistry]:
     registry = CollectorRegistry()
-    prices = PriceTable.load(ROOT / "collectors" / "prices.yaml")
+    prices = PriceTable.load(shipped_path("price_table"))
     observer = QueryObserver(AgentMetrics(registry), prices.call_cost)
     observer.releases.apply([Release("unknown", "r1", 1.0)])  # what the store says is the newest release
     cost = observer.observe(record)

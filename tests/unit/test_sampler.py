@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from rag_monitor.config_files import shipped_path
 from rag_monitor.record import Feedback, QueryRecord
 from rag_monitor.review.sampler import Sampler, SamplingConfig, ScoreRate
 
@@ -71,7 +72,7 @@ def test_sampling_yaml_unknown_key(tmp_path):
     (tmp_path / "s.yaml").write_text("base_rate: 0.02\nbase_rat: 0.5\n")
     with pytest.raises(ValueError, match="base_rat"):
         SamplingConfig.load(tmp_path / "s.yaml")
-    assert SamplingConfig.load("detectors/sampling.yaml").base_rate == 0.01
+    assert SamplingConfig.load(shipped_path("sampling_config")).base_rate == 0.01
 
 
 # --- the single-draw design ---------------------------------------------------------------------

@@ -88,7 +88,7 @@ app.kubernetes.io/component: gateway
 {{- end }}
 {{- end }}
 
-{{/* The Prometheus rule files (alerts/rules/, synced under files/), file name -> parsed
+{{/* The Prometheus rule files (rag_monitor/defaults/alerts/rules/, copied under files/), file name -> parsed
      document; a file without a top-level `groups` list (e.g. a promtool test) is skipped. */}}
 {{- define "rag-monitor.ruleFiles" -}}
 {{- $files := dict }}

@@ -1,7 +1,7 @@
 """Reading the drift profiles file (setting ``detector_profiles``); what a profile is and how its
 content is checked is ``rag_monitor.detectors.profiles``, which reads no file.
 
-    profiles = load_profiles("detectors/profiles.yaml")
+    profiles = load_profiles("rag_monitor/defaults/detectors/profiles.yaml")
 """
 
 from __future__ import annotations
