@@ -9,6 +9,10 @@ the interval (the feed's reservoir of ``current_size`` per interval), the refere
 is the profile's detector (``jobs.score_window``) and the page is the profile's rule
 (``detectors/paging.py``), all from the shipped ``detectors/profiles.yaml``.
 
+The novelty profile (``window_s``) tests every 6 hours a sample of the trailing day: the
+simulation keeps the feed's per-slot reservoirs of a stream of ``DAILY_QUERIES`` queries a day
+(``Stream``), so consecutive windows share items as the agent's do.
+
 Deployments are independent (each its own reference); days within one share it, which is the
 dependence the page rule must survive. Reported per profile: false pages over the simulated
 months with the exact Poisson upper 95% limit per 30 days, the per-reference spread of mean p and
@@ -16,7 +20,9 @@ of p <= 0.05 next to what independent uniform p-values would give, and, for the 
 hours from the start of a 10% new topic (at a random hour) to the page.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/drift_paging.py --profiles query-mmd:4x30,document-mmd:3x30,intent-chi-square:4x30``
-(about 10 s per MMD test on a busy core, so most of an hour; ``--more --profiles query-mmd:2`` adds
+(about 10 s per MMD test on a busy core, so most of an hour; ``--profiles query-novelty:10x30
+--power-starts 8``: about 1 s per test on an idle core, 1,200 tests, about 15 minutes, 40 on a
+shared one; ``--more --profiles query-mmd:2`` adds
 two deployments to a profile already measured: the results file lists every command) or
 ``--quick`` (minutes). Writes ``benchmarks/results/drift_paging.json`` (``drift_paging_quick.json``).
 """
