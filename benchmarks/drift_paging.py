@@ -21,8 +21,8 @@ hours from the start of a 10% new topic (at a random hour) to the page.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/drift_paging.py --profiles query-mmd:4x30,document-mmd:3x30,intent-chi-square:4x30``
 (about 10 s per MMD test on a busy core, so most of an hour; ``--profiles query-novelty:10x30
---power-starts 8``: about 1 s per test on an idle core, 1,200 tests, about 15 minutes, 40 on a
-shared one; ``--more --profiles query-mmd:2`` adds
+--power-starts 8``: 1,200 null tests and the power starts took 37 minutes on a core shared with
+other jobs, 1.8 s a test, most of it the 4,000 x 5,000 similarity matrix; ``--more --profiles query-mmd:2`` adds
 two deployments to a profile already measured: the results file lists every command) or
 ``--quick`` (minutes). Writes ``benchmarks/results/drift_paging.json`` (``drift_paging_quick.json``).
 """
