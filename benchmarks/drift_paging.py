@@ -9,6 +9,10 @@ the interval (the feed's reservoir of ``current_size`` per interval), the refere
 is the profile's detector (``detectors.profiles.score_window``) and the page is the profile's rule
 (``detectors/paging.py``), all from the shipped ``rag_monitor/defaults/detectors/profiles.yaml``.
 
+The novelty profile (``window_s``) tests every 6 hours a sample of the trailing day: the
+simulation keeps the feed's per-slot reservoirs of a stream of ``DAILY_QUERIES`` queries a day
+(``Stream``), so consecutive windows share items as the agent's do.
+
 Deployments are independent (each its own reference); days within one share it, which is the
 dependence the page rule must survive. Reported per profile: false pages over the simulated
 months with the exact Poisson upper 95% limit per 30 days, the per-reference spread of mean p and
@@ -16,7 +20,9 @@ of p <= 0.05 next to what independent uniform p-values would give, and, for the 
 hours from the start of a 10% new topic (at a random hour) to the page.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/drift_paging.py --profiles query-mmd:4x30,document-mmd:3x30,intent-chi-square:4x30``
-(about 10 s per MMD test on a busy core, so most of an hour; ``--more --profiles query-mmd:2`` adds
+(about 10 s per MMD test on a busy core, so most of an hour; ``--profiles query-novelty:10x30
+--power-starts 8``: 1,200 null tests and the power starts took 37 minutes on a core shared with
+other jobs, 1.8 s a test, most of it the 4,000 x 5,000 similarity matrix; ``--more --profiles query-mmd:2`` adds
 two deployments to a profile already measured: the results file lists every command) or
 ``--quick`` (minutes). Writes ``benchmarks/results/drift_paging.json`` (``drift_paging_quick.json``).
 """
@@ -48,6 +54,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 HOUR, DAY = 3600.0, 86400.0
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC
 SHIFT_SHARE = 0.1
+DAILY_QUERIES = 20_000
+"""Traffic of the trailing-window profiles' stream (the share two overlapping windows' samples have in common)."""
 
 
 @dataclass
@@ -123,14 +131,53 @@ class Traffic:
         return Window(self.values(rng, signal, rows), times, [f"{int(t * 1e6):x}-{k}" for k, t in enumerate(times)])
 
 
+class Stream:
+    """The feed's current window of one deployment: per ``interval_s`` slot, the ``current_size``
+    queries with the smallest trace-id hashes among the slot's traffic (``daily_queries`` a day,
+    following the daily rate); a trailing window is the smallest hashes of its slots, so
+    consecutive windows share items as the agent's do (``jobs._trailing_window``)."""
+
+    def __init__(self, traffic: Traffic, profile, rng, daily_queries: int, shift_from: float = math.inf):
+        self.traffic, self.profile, self.rng = traffic, profile, rng
+        self.daily_queries, self.shift_from = daily_queries, shift_from
+        self._slots: dict[float, tuple] = {}
+
+    def _slot(self, start: float) -> tuple:
+        if start not in self._slots:
+            end, size = start + self.profile.interval_s, self.profile.current_size
+            hours = np.linspace(start, end, 64) / HOUR
+            queries = self.rng.poisson(self.daily_queries * self.traffic.rate(hours).mean() * (end - start) / DAY)
+            hashes = np.sort(self.rng.random(queries))[:size]  # the slot's smallest hashes ...
+            times = self.traffic.times(self.rng, start, end, hashes.size)  # ... belong to queries at any time of it
+            order = self.rng.permutation(hashes.size)
+            times = times[order]
+            rows = self.traffic.rows(self.rng, times, self.shift_from)
+            self._slots[start] = (hashes, times, self.traffic.values(self.rng, self.profile.signal, rows))
+        return self._slots[start]
+
+    def window(self, end: float) -> Window:
+        slots = [self._slot(end - self.profile.window_s + i * self.profile.interval_s)
+                 for i in range(int(round(self.profile.window_s / self.profile.interval_s)))]
+        hashes = np.concatenate([s[0] for s in slots])
+        keep = np.sort(np.argsort(hashes)[: self.profile.current_size])
+        times = np.concatenate([s[1] for s in slots])[keep]
+        values = np.concatenate([s[2] for s in slots])[keep]
+        return Window(values, times, [f"{h:.17f}" for h in hashes[keep]])
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def test_one(traffic: Traffic, profile, rng, reference: Window, slot_end: float, shift_from: float = math.inf) -> float:
+def test_one(traffic: Traffic, profile, rng, reference: Window, slot_end: float, shift_from: float = math.inf,
+             stream: Stream | None = None) -> float:
     """One scheduled run at ``slot_end``: the window is the interval's reservoir (``current_size``
-    queries, a uniform sample of the interval, as the feed keeps)."""
-    window = traffic.window(rng, profile.signal, slot_end - profile.interval_s, slot_end, profile.current_size, shift_from)
+    queries, a uniform sample of the interval, as the feed keeps), or the trailing ``window_s``
+    of ``stream`` for a profile with overlapping windows."""
+    if stream is not None:
+        window = stream.window(slot_end)
+    else:
+        window = traffic.window(rng, profile.signal, slot_end - profile.interval_s, slot_end, profile.current_size, shift_from)
     seed = int(rng.integers(2**62))
     matched, _, _ = draw_reference(profile, reference, window.times, seed)
     return float(score_window(profile, matched, window.values, seed).p_value)
@@ -151,7 +198,9 @@ def null_references(traffic: Traffic, profile, first: int, count: int, days: flo
     for k in range(first, first + count):
         rng = np.random.default_rng([seed, k])
         week = traffic.window(rng, profile.signal, START, START + 7 * DAY, profile.reference_size)
-        p_values = [test_one(traffic, profile, rng, week, START + 7 * DAY + (run + 1) * profile.interval_s) for run in range(runs)]
+        stream = Stream(traffic, profile, rng, DAILY_QUERIES) if profile.window_s else None
+        first = START + 7 * DAY + (profile.window_s or profile.interval_s)  # the first full window after the reference
+        p_values = [test_one(traffic, profile, rng, week, first + run * profile.interval_s, stream=stream) for run in range(runs)]
         page_flags = [rule.pages(rule.log_evidence(p)) for p in p_values]
         # a page is a test that pages after one that did not (consecutive paging tests are one page)
         pages = sum(1 for i, f in enumerate(page_flags) if f and (i == 0 or not page_flags[i - 1]))
@@ -195,10 +244,11 @@ def power(traffic: Traffic, profile, starts: int, seed: int, max_days: int = 3) 
         week = traffic.window(rng, profile.signal, START, START + 7 * DAY, profile.reference_size)
         first_run = START + 8 * DAY
         shift_from = first_run - rng.uniform(0, profile.interval_s)  # a random time in the interval before a run
+        stream = Stream(traffic, profile, rng, DAILY_QUERIES, shift_from) if profile.window_s else None
         found = None
         for run in range(int(max_days * DAY / profile.interval_s)):
             slot_end = first_run + run * profile.interval_s
-            if rule.pages(rule.log_evidence(test_one(traffic, profile, rng, week, slot_end, shift_from))):
+            if rule.pages(rule.log_evidence(test_one(traffic, profile, rng, week, slot_end, shift_from, stream))):
                 found = (slot_end - shift_from) / HOUR
                 break
         hours.append(found)
@@ -216,7 +266,7 @@ def main() -> None:
     parser.add_argument("--references", type=int, default=None, help="independent deployments (references) per profile")
     parser.add_argument("--days", type=float, default=None, help="days tested against each reference")
     parser.add_argument("--power-starts", type=int, default=None, help="new-topic starts per profile")
-    parser.add_argument("--profiles", default="query-mmd,document-mmd,intent-chi-square",
+    parser.add_argument("--profiles", default="query-mmd,document-mmd,intent-chi-square,query-novelty",
                         help="profiles of the shipped detectors/profiles.yaml, each optionally NAME:REFERENCESxDAYS")
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--more", action="store_true",
@@ -244,6 +294,8 @@ def main() -> None:
         else:
             print(f"{name}: null", flush=True)
             result = {"signal": profile.signal, "detector": profile.detector, "interval_s": profile.interval_s,
+                      "window_s": profile.window_s, "season": profile.season,
+                      **({"daily_queries": DAILY_QUERIES} if profile.window_s else {}),
                       "current_size": profile.current_size, "reference_size": profile.reference_size,
                       "reference_ratio": profile.reference_ratio, "options": profile.options,
                       "null": summarise_null(profile, null_references(traffic, profile, 0, references, days, args.seed), days)}

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rag_monitor.detectors.categorical import ChiSquareDrift
     from rag_monitor.detectors.classifier import ClassifierDrift
     from rag_monitor.detectors.mmd import MMDDrift
+    from rag_monitor.detectors.novelty import NoveltyDrift
 
 __all__ = [
     "ChiSquareDrift",
@@ -31,10 +32,12 @@ __all__ = [
     "DriftScore",
     "MMDDrift",
     "NotFittedError",
+    "NoveltyDrift",
 ]
 
 _LAZY = {
     "MMDDrift": "rag_monitor.detectors.mmd",
+    "NoveltyDrift": "rag_monitor.detectors.novelty",
     "ClassifierDrift": "rag_monitor.detectors.classifier",
     "ChiSquareDrift": "rag_monitor.detectors.categorical",
 }

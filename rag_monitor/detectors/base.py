@@ -90,7 +90,7 @@ class DriftResult:
     n_reference: int
     n_current: int
     detector: str
-    """``mmd``, ``classifier`` or ``chi_square``."""
+    """``mmd``, ``novelty``, ``classifier`` or ``chi_square``."""
     signal: str
     """What was tested, e.g. ``query_embedding``, ``document_embedding``, ``intent``."""
     metadata: Mapping[str, Any] = field(default_factory=dict)

@@ -27,6 +27,9 @@ deployment's rate can sit from it is what ``benchmarks/drift_paging.py`` measure
 on real embeddings), and the window sampling keeps it small: the window is a uniform sample of the
 whole interval, so its reference is a small draw from every hour of a large reservoir.
 
+Windows may overlap for the same reason: the novelty profile tests the trailing day every 6 hours
+(``threshold = 1200``), consecutive windows share 18 hours, and each test still counts once.
+
 A test must be able to reach the threshold: the smallest p-value (``p_floor``, ``1/(1+P)`` for a
 permutation test with ``P`` permutations) must be at most ``1/threshold``, or the profile is refused.
 """

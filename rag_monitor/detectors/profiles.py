@@ -4,8 +4,8 @@ Each profile names a signal, a detector, the window sizes, the significance leve
 and a false-page budget. The reference is a uniform reservoir of ``reference_size`` items over
 the first ``reference_days`` days after it (re)starts (see ``detectors/references.py``; the CLI
 can pin it to a release or a time range); each run tests the next non-overlapping window of
-``min_current`` to ``current_size`` new items against reference items drawn at the same hours
-(``season``); a test pages when its p-value clears the threshold its schedule and false-page
+``min_current`` to ``current_size`` new items (or a sample of the trailing ``window_s``) against
+reference items drawn at the same hours (``season``); a test pages when its p-value clears the threshold its schedule and false-page
 budget set (``detectors/paging.py``).
 
 The file itself is read by the agent (``rag_monitor.agent.drift.profiles.load_profiles``);
@@ -33,7 +33,8 @@ EMBEDDING_SIGNALS = (SIGNAL_QUERY_EMBEDDING, SIGNAL_DOCUMENT_EMBEDDING)
 CATEGORICAL_SIGNALS = (SIGNAL_INTENT, SIGNAL_ROUTE, SIGNAL_REFUSAL)
 SIGNALS = EMBEDDING_SIGNALS + CATEGORICAL_SIGNALS
 
-DETECTORS = {"mmd": EMBEDDING_SIGNALS, "classifier": EMBEDDING_SIGNALS, "chi_square": CATEGORICAL_SIGNALS}
+DETECTORS = {"mmd": EMBEDDING_SIGNALS, "novelty": EMBEDDING_SIGNALS, "classifier": EMBEDDING_SIGNALS,
+             "chi_square": CATEGORICAL_SIGNALS}
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class DriftProfile:
     interval_s: float = 86400.0
     """One test per ``interval_s``: a day by default, the shortest at which a 300-permutation MMD
     test can page within the budget (``detectors/paging.py``)."""
+    window_s: float | None = None
+    """None: each run tests the next non-overlapping window of new items. A number: each run tests a
+    uniform sample of the trailing ``window_s`` seconds before its slot (a multiple of
+    ``interval_s``), so windows overlap (the page bound allows it, ``detectors/paging.py``); the
+    novelty profile tests the trailing day every 6 hours, a full daily cycle each time."""
     reference_release: str | None = None
     """Capture the reference from this release only (None: every release)."""
     reference_days: float | None = 7.0
@@ -80,6 +86,8 @@ class DriftProfile:
                 raise ValueError(f"profile {self.name!r}: {name} must be at least 2")
         if self.interval_s <= 0:
             raise ValueError(f"profile {self.name!r}: interval_s must be positive")
+        if self.window_s is not None and not (self.window_s >= self.interval_s and _multiple(self.window_s, self.interval_s)):
+            raise ValueError(f"profile {self.name!r}: window_s must be a multiple of interval_s ({self.interval_s:g}), got {self.window_s!r}")
         if self.min_current > self.current_size:
             raise ValueError(f"profile {self.name!r}: min_current must not exceed current_size")
         if self.season not in ("day", "week", "none"):
@@ -96,7 +104,8 @@ class DriftProfile:
         """When a test of this profile pages (``ValueError`` when no p-value it can report would)."""
         from rag_monitor.detectors.paging import NO_FLOOR, PageRule
 
-        # MMD's permutation p-value is at least 1/(1+P); the other tests' p-values are asymptotic
+        # MMD's permutation p-value is at least 1/(1+P); the novelty count's is exact with no floor,
+        # the other tests' are asymptotic
         p_floor = 1.0 / (1 + int(self.options.get("n_permutations", 300))) if self.detector == "mmd" else NO_FLOOR
         try:
             if self.page_threshold is not None:
@@ -118,9 +127,10 @@ class DriftProfile:
         return default_spec(self.reference_days, self.reference_release)
 
     def build_detector(self):
-        from rag_monitor.detectors import ChiSquareDrift, ClassifierDrift, MMDDrift
+        from rag_monitor.detectors import ChiSquareDrift, ClassifierDrift, MMDDrift, NoveltyDrift
 
-        cls = {"mmd": MMDDrift, "classifier": ClassifierDrift, "chi_square": ChiSquareDrift}[self.detector]
+        cls = {"mmd": MMDDrift, "novelty": NoveltyDrift, "classifier": ClassifierDrift,
+               "chi_square": ChiSquareDrift}[self.detector]
         return cls(alpha=self.alpha, signal=self.signal, min_window_size=min(10, self.min_current), **self.options)
 
 
@@ -130,6 +140,11 @@ def score_window(profile: DriftProfile, matched: Any, current: Any, seed: int):
     if hasattr(detector, "seed") and "seed" not in profile.options:
         detector.seed = seed
     return detector.fit(matched).predict(current)
+
+
+def _multiple(a: float, b: float) -> bool:
+    ratio = a / b
+    return abs(ratio - round(ratio)) < 1e-9
 
 
 def profiles_from(data: Any, where: str) -> list[DriftProfile]:

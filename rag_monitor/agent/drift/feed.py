@@ -37,6 +37,7 @@ import collections
 import dataclasses
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -346,9 +347,12 @@ class DriftFeed:
             reference = [(None, dataclasses.replace(it, keep_probability=1.0, skipped_before=0))
                          for it in {it.trace_id: it for it in current + [it for _, it in reference]}.values()]
         try:
-            # current: room for two slots' windows, so the next one fits while the last one is tested
+            # current: room for every slot a window spans and one more, so the next slot fits while
+            # the last window is tested (a trailing-day window at 6-hour slots spans four)
             if current:
-                self.store.reservoir_add(signal, "current", current, capacity=2 * current_size, max_age_s=max_age, now=now)
+                slot_s = min(p.interval_s for p in profiles)
+                capacity = max((math.ceil((p.window_s or p.interval_s) / slot_s - 1e-9) + 1) * current_size for p in profiles)
+                self.store.reservoir_add(signal, "current", current, capacity=capacity, max_age_s=max_age, now=now)
             spec = self.reference_spec(signal)
             if info is not None:  # still the reference the picks were made for (a set races with them)
                 reference = [(rel, it) for rel, it in reference if captures(spec, info.created_at, it.added_at, rel)]

@@ -1,7 +1,8 @@
 """Scheduled drift runs: once per profile and schedule slot, across every replica.
 
-Each run tests the next non-overlapping window of new items (at least ``min_current``, at most
-``current_size``: those with the smallest trace-id hashes, the feed's reservoir of the interval) against a fresh draw of reference items at the window's hours, decides
+Each run tests the next non-overlapping window of new items (or, with ``window_s``, the trailing
+``window_s`` seconds; at least ``min_current``, at most ``current_size``: those with the smallest
+trace-id hashes, the feed's reservoir of the interval) against a fresh draw of reference items at the window's hours, decides
 whether it pages (``detectors/paging.py``) and names what changed (``detectors/explain.py``). The
 result records the reference, the seed, the window's span, the p-value, the evidence and the page
 decision.
@@ -87,6 +88,20 @@ def _example_queries(store, trace_ids: list[str]) -> list[dict]:
     return out
 
 
+def _trailing_window(store, profile: DriftProfile, now: float, captured_until: float):
+    """The current items of the ``window_s`` seconds before this run's slot (None until they all
+    follow the reference period). Consecutive runs overlap; the slot edges are the feed's, so the
+    window's smallest hashes are a uniform sample of its span."""
+    end = slot_of(profile, now)
+    if end - profile.window_s < captured_until:
+        return None
+    window = store.reservoir_window(profile.signal, "current", since=end - profile.window_s)
+    inside = [i for i, t in enumerate(window.times) if t < end]
+    values = window.values[inside] if profile.signal in EMBEDDING_SIGNALS else [window.values[i] for i in inside]
+    return dataclasses.replace(window, values=values, trace_ids=[window.trace_ids[i] for i in inside],
+                               times=window.times[inside])
+
+
 def test_window(store, profile: DriftProfile, now: float) -> dict:
     """Test the next full, non-overlapping window against a fresh hour-matched reference draw.
 
@@ -110,7 +125,13 @@ def test_window(store, profile: DriftProfile, now: float) -> dict:
     # (the period is half-open: an item at its very end belongs to the windows, hence the epsilon)
     captured_until = float(reference.times.max()) if spec["mode"] == "count" else capture_period(spec, started_at)[1] - 1e-6
     after = max(previous["window_end"], captured_until) if previous else captured_until
-    window = store.reservoir_window(profile.signal, "current", after=after)
+    if profile.window_s is None:
+        window = store.reservoir_window(profile.signal, "current", after=after)
+    else:
+        window = _trailing_window(store, profile, now, captured_until)
+        if window is None:
+            return {"status": "skipped", **base, "reason": f"waiting for a full window: the trailing {profile.window_s / 3600:g} h "
+                    "must start after the reference period"}
     if len(window.trace_ids) < profile.min_current:
         return {"status": "skipped", **base, "reason": f"waiting for a full window: {len(window.trace_ids)}/{profile.min_current} new items"}
     # the smallest trace-id hashes: the feed's per-slot reservoirs (one per replica, or two slots
