@@ -41,8 +41,10 @@ and on (signal, detector)
         "at or above its page threshold).",
         f"""
 Meaning: the latest window of this signal (query or retrieved-document embeddings, intents), a
-uniform sample of its schedule interval, rejected "no drift" against a fresh draw of the reference at
-the same hours of the day with a p-value at or below the page threshold, set so that false pages
+uniform sample of its schedule interval (or, for a novelty profile, of the trailing day), rejected
+"no drift" against a fresh draw of the reference (at the same hours of the day where the profile
+matches hours; the novelty test counts window items farther from the reference than its 1% tail)
+with a p-value at or below the page threshold, set so that false pages
 average at most a tenth of the budget (one per 30 days) whatever the windows share; windows hold at
 least {d['min_window_items']} items and the verdict is less than {d['max_result_age']} old.
 Check first: the annotations name the query cluster that grew and the one that shrank; `rag-monitor
