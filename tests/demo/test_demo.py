@@ -286,7 +286,7 @@ def test_quick_demo_tells_the_story(tmp_path, app, corpus, monkeypatch, capsys):
         assert by_name[name]["labels"].get("suspected_release") == "r2"
 
 
-@pytest.mark.timeout(900)  # a bound for a loaded machine: about 3 minutes alone
+@pytest.mark.timeout(900)  # a bound for a loaded machine: about 2 minutes alone
 def test_the_provider_update_pages_as_a_regression_after_the_model_change(tmp_path):
     """The full demo's provider update, after r1's baseline and with no release between: the latency
     page is triaged as a suspected regression after the model change, and the summary says so. (On
@@ -299,7 +299,7 @@ def test_the_provider_update_pages_as_a_regression_after_the_model_change(tmp_pa
 
     require(AlertingStack.available(), "prometheus and prometheus-alertmanager binaries")
     result = run_demo(DemoOptions(quick=False, fresh=True, phoenix=False, data_dir=tmp_path / "demo", progress=None,
-                                  out=io.StringIO(), phases=("baseline", "provider-update"), scale=0.5))
+                                  out=io.StringIO(), phases=("baseline", "provider-update"), scale=0.75))
     change = f"model {GENERATOR_MODEL}-{MODEL_VERSIONS[1]}"
     assert {c[:2] for c in result.summary.changes} == {("release", "r1"), ("model", change.split()[1])}  # r1: the first
     pages = [a for a in result.summary.alerts
