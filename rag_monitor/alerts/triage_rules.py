@@ -37,6 +37,12 @@ from typing import Any
 from rag_monitor.alerts.rulekit import PRODUCTION, TRIAGE_RECORD, _indent, _num, _record
 from rag_monitor.alerts.thresholds import parse_duration
 
+LOOKBACK = "5m"
+"""The change gauges are read over Prometheus's own lookback, ignoring staleness markers: a failed
+scrape marks every series of the target stale at once, and without this the comparison lost its
+change for that evaluation and read drift (a loaded demo flipped a pending page's label every few
+seconds). A change the agent stopped exporting lingers this long; the newest one still wins."""
+
 CHANGE_KINDS = ("release", "model", "prompt", "config", "index")
 """What counts as a change (``rag_change_events_total{kind}``)."""
 
@@ -265,12 +271,12 @@ def _decision(s: Signal) -> str:
 def _triage_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     rules: list[dict[str, str]] = [
         # Replicas see a release at slightly different times: the earliest sighting wins.
-        _record("rag:release:first_seen_timestamp_seconds", "min by (service, release) (rag_release_first_seen_timestamp_seconds)"),
+        _record("rag:release:first_seen_timestamp_seconds", f"min by (service, release) (last_over_time(rag_release_first_seen_timestamp_seconds[{LOOKBACK}]))"),
         # Every change but releases (those come from the release sightings above), earliest sighting.
         # A release is a change when it serves production (a shadow candidate is not one); with no
         # query metrics at all, the newest release seen.
         _record("rag:change:last_timestamp_seconds", f"""
-min by (kind, change) (rag_change_last_timestamp_seconds{{kind!="release"}})
+min by (kind, change) (last_over_time(rag_change_last_timestamp_seconds{{kind!="release"}}[{LOOKBACK}]))
 or
 label_replace(
   label_replace(
