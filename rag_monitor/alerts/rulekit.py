@@ -27,12 +27,28 @@ TRIAGE_ANNOTATION = (
 )
 
 
-def _with_triage(condition: str, guardrail: str) -> str:
-    # rag:triage has exactly one series per guardrail (triage=regression with suspected_change, or
-    # triage=drift; triage_rules.py), so a many-to-one join adds its labels to every firing series
-    # and keeps the condition's value.
-    return (f"(\n{_indent(condition.strip(), 2)}\n)\n* on () group_left (triage, suspected_release, suspected_change)\n"
-            f'  {TRIAGE_RECORD}{{guardrail="{guardrail}"}}')
+TRIAGE_LABELS = ("triage", "suspected_release", "suspected_change")
+
+
+def _with_triage(condition: str, name: str, labels: Mapping[str, str]) -> str:
+    """The condition with its triage labels, latched per alert: a firing alert keeps the labels it
+    fired with (read back from its own ``ALERTS`` series), so it never flips or re-routes; an alert
+    that is not firing takes the guardrail's current comparison (``rag:triage``, exactly one series
+    per guardrail, so a many-to-one join adds its labels and keeps the condition's value).
+
+    Latched per alert, not per guardrail: a page that begins while a warning of the same guardrail
+    fires (a model change making a slow afternoon much worse, a new release beside an old one's
+    incident) is a new incident and is triaged by the comparison at its own start."""
+    condition = condition.strip()
+    triage = ", ".join(TRIAGE_LABELS)
+    # ALERTS carries the condition's labels, the rule's own labels, alertname and alertstate:
+    # ignoring all but the condition's matches each firing alert to the series it came from.
+    rule_labels = ", ".join(("alertname", "alertstate", *labels, *TRIAGE_LABELS))
+    selector = ",".join(f'{k}="{v}"' for k, v in {"alertname": name, "alertstate": "firing", **labels}.items())
+    return (f"(\n{_indent(condition, 2)}\n)\n* ignoring ({rule_labels}) group_left ({triage})\n  ALERTS{{{selector}}}\n"
+            f"or ignoring ({triage})\n"
+            f"(\n{_indent(condition, 2)}\n)\n* on () group_left ({triage})\n"
+            f'  {TRIAGE_RECORD}{{guardrail="{labels["guardrail"]}"}}')
 
 
 def _indent(text: str, n: int) -> str:
@@ -40,11 +56,12 @@ def _indent(text: str, n: int) -> str:
 
 
 def _alert(t: Mapping[str, Any], name: str, condition: str, for_: str, severity: str, summary: str, runbook: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    rule_labels = {"severity": severity, "guardrail": _guardrail_of(name), **(labels or {})}
     return {
         "alert": name,
-        "expr": _with_triage(condition, _guardrail_of(name)) + "\n",
+        "expr": _with_triage(condition, name, rule_labels) + "\n",
         "for": for_,
-        "labels": {"severity": severity, "guardrail": _guardrail_of(name), **(labels or {})},
+        "labels": rule_labels,
         "annotations": {
             "summary": summary,
             "triage": TRIAGE_ANNOTATION,

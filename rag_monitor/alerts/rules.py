@@ -125,7 +125,7 @@ def render_markdown(rules: Iterable[Rule], thresholds: Mapping[str, Mapping[str,
         extra = f" ({r.labels['quantile']})" if "quantile" in r.labels else ""
         out.append(f"| `{r.name}`{extra} | {r.severity or ''} | {r.for_ or '0s'} | {r.labels.get('guardrail', '')} | {_cell(_untemplated(r.annotations.get('summary', '')))} |")
     out += ["", "Every alert carries `triage` (`regression` with `suspected_change` and, for a release, `suspected_release`; "
-            "or `drift`), decided by comparison (`rag:triage`, one series per guardrail), and a `runbook` annotation.", ""]
+            "or `drift`), decided by comparison (`rag:triage`, one series per guardrail) and kept while the alert fires, and a `runbook` annotation.", ""]
     if thresholds:
         out += ["### Thresholds (`rag_monitor/defaults/alerts/thresholds.yaml`)", "", "| setting | value |", "|---|---|"]
         for section, values in thresholds.items():

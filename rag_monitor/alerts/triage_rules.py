@@ -13,17 +13,19 @@ Two comparisons, both with numbers that do not move with the time since a deploy
 - **Other changes** (a provider's model version under one requested name, a prompt or config
   version, an index rebuild or bulk load: ``rag_change_last_timestamp_seconds{kind, change}``;
   for guardrails with no release series, releases too): the signal latched at the change
-  (``before``: its value ``triage.sighting_lag`` before the change was first seen, because a probe
-  run can move the signal before the release's first spans are exported and scraped) against its
+  (``before``: its last value ``triage.sighting_lag`` before the change was first seen, because a
+  probe run can move the signal before the release's first spans are exported and scraped, and
+  traffic may have paused before the change) against its
   value over the first full window after it (``after``; the current value until then). A change that came after the newest release is compared first.
 
-The decision is latched per incident: while any alert of the guardrail fires (``ALERTS``),
-``rag:triage`` keeps the label it had when the alert began to fire, so a firing alert never flips
-and never re-routes. A pending alert can still change label once, when the change behind it is
-seen late (its first spans exported and scraped after a probe run already saw it): its ``for:``
-restarts under the new label, so the page carries the right one when ``for:`` is at least
-``triage.sighting_lag``. ``rag:triage`` has one series per guardrail, which every alert
-joins (``rulekit._with_triage``).
+The decision is latched per incident, an incident being one alert: while an alert fires it keeps
+the labels it began to fire with (read back from its own ``ALERTS`` series, ``rulekit._with_triage``),
+so a firing alert never flips and never re-routes, while an alert that begins later (a page during a
+warning's incident, a new release's series) is triaged by the comparison at its own start. A pending
+alert can still change label once, when the change behind it is seen late (its first spans exported
+and scraped after a probe run already saw it): its ``for:`` restarts under the new label, so the page
+carries the right one when ``for:`` is at least ``triage.sighting_lag``. ``rag:triage`` (the current
+comparison) has one series per guardrail, which every alert that is not firing joins.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ from typing import Any
 
 from rag_monitor.alerts.rulekit import PRODUCTION, TRIAGE_RECORD, _indent, _num, _record
 from rag_monitor.alerts.thresholds import parse_duration
+
+LOOKBACK = "5m"
+"""The change gauges are read over Prometheus's own lookback, ignoring staleness markers: a failed
+scrape marks every series of the target stale at once, and without this the comparison lost its
+change for that evaluation and read drift (a loaded demo flipped a pending page's label every few
+seconds). A change the agent stopped exporting lingers this long; the newest one still wins."""
 
 CHANGE_KINDS = ("release", "model", "prompt", "config", "index")
 """What counts as a change (``rag_change_events_total{kind}``)."""
@@ -201,14 +209,15 @@ def _change_rules(s: Signal, t: Mapping[str, Any]) -> list[dict[str, str]]:
     return [
         _rec(g, "rag:triage:change", f'topk(1, rag:change:last_timestamp_seconds{{kind=~"{"|".join(kinds)}"}})'),
         _rec(g, "rag:triage:signal", s.value("")),
-        # Latched per change (keyed by its timestamp): the signal ``sighting_lag`` before the change
-        # was first seen (only while the change is recent: a Prometheus that was not watching has
-        # no "before") ...
+        # Latched per change (keyed by its timestamp): the signal's last value ``sighting_lag`` before
+        # the change was first seen (the last one it had when traffic paused before the change, as a
+        # provider update seen with the morning's first query; only while the change is recent: a
+        # Prometheus that was not watching has no "before") ...
         _rec(g, "rag:triage:change_before", f"""
 (last_over_time({before}[{hold}]) and on (guardrail, change_at) {at})
 or on (guardrail)
 (
-  ({signal} offset {lag}) * on (guardrail) group_left (change_at) ({at} * 0 + 1)
+  last_over_time({signal}[{hold}] offset {lag}) * on (guardrail) group_left (change_at) ({at} * 0 + 1)
   and on (guardrail) (time() - {change} < {settle})
 )"""),
         # ... and over the first full window after it.
@@ -262,12 +271,12 @@ def _decision(s: Signal) -> str:
 def _triage_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     rules: list[dict[str, str]] = [
         # Replicas see a release at slightly different times: the earliest sighting wins.
-        _record("rag:release:first_seen_timestamp_seconds", "min by (service, release) (rag_release_first_seen_timestamp_seconds)"),
+        _record("rag:release:first_seen_timestamp_seconds", f"min by (service, release) (last_over_time(rag_release_first_seen_timestamp_seconds[{LOOKBACK}]))"),
         # Every change but releases (those come from the release sightings above), earliest sighting.
         # A release is a change when it serves production (a shadow candidate is not one); with no
         # query metrics at all, the newest release seen.
         _record("rag:change:last_timestamp_seconds", f"""
-min by (kind, change) (rag_change_last_timestamp_seconds{{kind!="release"}})
+min by (kind, change) (last_over_time(rag_change_last_timestamp_seconds{{kind!="release"}}[{LOOKBACK}]))
 or
 label_replace(
   label_replace(
@@ -286,21 +295,12 @@ label_replace(
 
 def guardrail_triage_group(t: Mapping[str, Any], guardrail: str, name: str) -> dict[str, Any]:
     """The triage records of one guardrail, in the guardrail's own rule file (so its tests evaluate
-    only its own comparisons): per release, then per change, then the decision and ``rag:triage``."""
+    only its own comparisons): per release, then per change, then the decision, ``rag:triage``."""
     s = next(x for x in _signals(t) if x.guardrail == guardrail)
     rules = _release_rules(s, t) if s.per_release else []
     rules += _change_rules(s, t)
-    sel = f'{{guardrail="{guardrail}"}}'
-    rules += [
-        _rec(guardrail, "rag:triage:decision", _decision(s)),
-        # Decided once per incident: held while an alert of this guardrail fires. While one is only
-        # pending the decision may still change once (a change seen late, after its effect), which
-        # restarts the alert's `for:` under its new label rather than paging with the old one.
-        _rec(guardrail, TRIAGE_RECORD, f"""
-({TRIAGE_RECORD}{sel} and on (guardrail) (count by (guardrail) (ALERTS{{guardrail="{guardrail}",alertstate="firing"}}) > 0))
-or on (guardrail)
-rag:triage:decision{sel}"""),
-    ]
+    # The current comparison. Each alert latches its own labels while it fires (rulekit._with_triage).
+    rules.append(_rec(guardrail, TRIAGE_RECORD, _decision(s)))
     return {"name": name, "rules": rules}
 
 

@@ -51,9 +51,14 @@ SIMULATED_TOKEN = "demo-simulated-reviewer-token"
 # shrink so that a few minutes of traffic can fire them. The SLOs fit the demo app's latency.
 DEMO_OVERRIDES: dict[str, Any] = {
     "faithfulness.window": "30s", "faithfulness.for": "2s", "faithfulness.min_scored": 5,
-    "latency.window": "20s", "latency.p95_for": "2s", "latency.p99_for": "2s", "latency.min_queries": 5,
+    # The page's `for:` is one window, as in production (5m and 5m): right after a change the window
+    # still mixes the queries before it, the tail (p99) can move before the triage's p95 does, and
+    # the page carries the comparison once it has held for a window, not the first mixed reading.
+    "latency.window": "20s", "latency.p95_for": "2s", "latency.p99_for": "20s", "latency.min_queries": 5,
     # r2 adds 0.5 s to every query; r1 has no scripted delay, but on a busy machine its p95 passed 0.3 s.
-    "latency.p95_slo_seconds": 0.45, "latency.p99_slo_seconds": 1.5,
+    # The page (p99) sits above r1's p99 on a loaded machine (1.46 s seen) and below the full demo's
+    # provider update (every third answer 4 s slower), so it pages at that model change, not before.
+    "latency.p95_slo_seconds": 0.45, "latency.p99_slo_seconds": 2.5,
     "filter_false_exclusion.for": "2s", "filter_false_exclusion.min_eligible": 3,
     "regeneration.window": "30s", "regeneration.season": "1m",
     "regeneration.min_queries": 5, "regeneration.for": "2s",
@@ -82,6 +87,10 @@ class DemoOptions:
     progress: TextIO | None = sys.stderr
     out: TextIO = sys.stdout
     alert_wait_s: float | None = None
+    phases: tuple[str, ...] | None = None
+    """Play only these phases of the story (None: all); a test plays as much as its check needs."""
+    scale: float = 1.0
+    """Stretches the phases' durations (``plan_phases``)."""
     before_stop: Any = None
     """Called with the ``DemoResult`` while every service still runs (tests query Prometheus)."""
 
@@ -331,7 +340,8 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
     from rag_monitor.demo.traffic import ProgressBar, TrafficRunner, build_script, plan_phases
 
     suffix = "" if run == 1 else f"-{run}"
-    phases = plan_phases(quick=options.quick, release_suffix=suffix)
+    phases = [p for p in plan_phases(quick=options.quick, release_suffix=suffix, scale=options.scale)
+              if options.phases is None or p.name in options.phases]
     corpus = load_corpus()
     say("  loading all-MiniLM-L6-v2 and indexing the corpus...")
     endpoint = f"http://127.0.0.1:{agent.settings.otlp_port}"
@@ -384,10 +394,12 @@ def _play(options: DemoOptions, run: int, root: Path, agent: Any, alerting: Any,
                 say("  the drift page has not come yet: it may read as the next release's regression")
         wait_stored(agent, recent[-20:])
         wait_scored(agent)
-        wait_for_drift_run(agent, drift)
+        played = [p.name for p in phases]
+        if "shift" in played:  # the drift story: its reference fills in the baseline
+            wait_for_drift_run(agent, drift)
         review_pass(100)
         if alerting is not None:
-            wait_for_story(alerting, options.quick, options.alert_wait_s)
+            wait_for_story(alerting, options.quick, options.alert_wait_s, played)
     finally:
         for worker in background:
             worker.stop()

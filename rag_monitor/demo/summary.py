@@ -220,8 +220,9 @@ def _firing_first(alerts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if alert.get("status") != "firing":
             continue
         labels = alert.get("labels", {})
-        # One line per alert and subject (the triage is decided once per incident, docs/alerts.md).
-        key = (labels.get("alertname"), labels.get("signal"), labels.get("release"), labels.get("variant"))
+        # One line per alert and subject (the triage is decided once per incident, docs/alerts.md): a
+        # latency page (p99) is its own incident beside the warning (p95), triaged at its own start.
+        key = (labels.get("alertname"), labels.get("signal"), labels.get("release"), labels.get("variant"), labels.get("quantile"))
         seen.setdefault(key, dict(alert))
     return list(seen.values())
 
@@ -298,7 +299,7 @@ def render_summary(s: DemoSummary) -> str:
         lines.append("  none received" if "prometheus" in s.urls else "  (Prometheus/Alertmanager not running: no alerts evaluated)")
     for a in s.alerts:
         labels, ann = a.get("labels", {}), a.get("annotations", {})
-        what = labels.get("signal") or labels.get("release") or labels.get("variant") or ""
+        what = " ".join(x for x in (labels.get("signal") or labels.get("release") or labels.get("variant"), labels.get("quantile")) if x)
         lines.append(f"  {labels.get('alertname', '?'):<28} {labels.get('severity', ''):<8} {what:<16} -> {a.get('receiver', '')}")
         triage = ann.get("triage") or labels.get("triage", "")
         if triage:

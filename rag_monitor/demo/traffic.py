@@ -9,8 +9,9 @@ The story, phase by phase (``plan_phases``):
    press thumbs-down and regenerate (ask again).
 
 The full demo (not ``--quick``) plays a provider update between 2 and 3: still release r1, but
-the generator's provider answers the same requested model with a new, slower version; the
-latency alert is triaged as a suspected regression after that model change, not as drift.
+the generator's provider answers the same requested model with a new version with a slow tail
+(every third answer 4 s slower); the latency page is triaged as a suspected regression after that
+model change, not as drift.
 
 Usage::
 
@@ -54,6 +55,9 @@ class Phase:
 
 MODEL_VERSIONS = ("2025-01", "2025-06")
 """The generator's provider versions in the full demo: before and after the provider update."""
+UPDATE_QPS = 0.5
+"""The provider update's rate: what one thread serves with its slow tail (about 1.6 s per answer on
+average), and still 10 queries per 20 s latency window, twice the demo's minimum."""
 
 
 def plan_phases(quick: bool = False, release_suffix: str = "", scale: float = 1.0) -> list[Phase]:
@@ -82,11 +86,13 @@ def plan_phases(quick: bool = False, release_suffix: str = "", scale: float = 1.
     provider_update = []
     if not quick:
         good = replace(good, model_version=MODEL_VERSIONS[0])
-        updated = replace(good, model_version=MODEL_VERSIONS[1], generation_delay_s=0.5)
+        # Slow by far more than a loaded machine slows r1 (whose p95 reached 1.3 s there at 5
+        # queries/s), so the comparison sees it with margin: every third answer waits 4 s more.
+        updated = replace(good, model_version=MODEL_VERSIONS[1], generation_delay_s=0.2, slow_every=3, slow_delay_s=4.0)
         bad = replace(bad, model_version=MODEL_VERSIONS[1])
         provider_update = [Phase(
             "provider-update", f"no release: the provider answers {GENERATOR_MODEL} with a new, slower model version",
-            updated, 45.0 * scale, bad_qps, {"policy": 0.85, "nq": 0.1, "unanswerable": 0.05})]
+            updated, 60.0 * scale, UPDATE_QPS, {"policy": 0.85, "nq": 0.1, "unanswerable": 0.05})]
     return [
         Phase("baseline", "release r1, support-policy questions", good, durations[0], qps,
               {"policy": 0.85, "nq": 0.1, "unanswerable": 0.05}),

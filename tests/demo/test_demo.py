@@ -286,6 +286,44 @@ def test_quick_demo_tells_the_story(tmp_path, app, corpus, monkeypatch, capsys):
         assert by_name[name]["labels"].get("suspected_release") == "r2"
 
 
+@pytest.mark.timeout(900)  # a bound for a loaded machine: about 2 minutes alone
+def test_the_provider_update_pages_as_a_regression_after_the_model_change(tmp_path):
+    """The full demo's provider update, after r1's baseline and with no release between: the latency
+    page is triaged as a suspected regression after the model change, and the summary says so. (On
+    a loaded machine r1's own p95 can pass the demo's warning SLO before the update: that warning is
+    drift, rightly, and the page that begins at the update is its own incident.)"""
+    from rag_monitor.demo.app import GENERATOR_MODEL
+    from rag_monitor.demo.run import DemoOptions, run_demo
+    from rag_monitor.demo.services import AlertingStack
+    from rag_monitor.demo.traffic import MODEL_VERSIONS
+
+    require(AlertingStack.available(), "prometheus and prometheus-alertmanager binaries")
+    result = run_demo(DemoOptions(quick=False, fresh=True, phoenix=False, data_dir=tmp_path / "demo", progress=None,
+                                  out=io.StringIO(), phases=("baseline", "provider-update"), scale=0.75))
+    change = f"model {GENERATOR_MODEL}-{MODEL_VERSIONS[1]}"
+    assert {c[:2] for c in result.summary.changes} == {("release", "r1"), ("model", change.split()[1])}  # r1: the first
+    pages = [a for a in result.summary.alerts
+             if a["labels"]["alertname"] == "RagQueryLatencyOverSLO" and a["labels"]["severity"] == "page"]
+    assert pages, result.summary.alerts
+    assert {"triage": "regression", "suspected_change": change}.items() <= pages[0]["labels"].items(), pages
+    assert "suspected_release" not in pages[0]["labels"]  # no release is blamed
+    lines = result.text.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.split()[:4] == ["RagQueryLatencyOverSLO", "page", "production", "p99"]]
+    assert lines[at + 1].strip().startswith(f"triage: suspected regression after {change}:"), lines[at:at + 2]
+
+
+def test_the_summary_shows_a_latency_page_beside_the_warning_with_its_own_triage():
+    """The p99 page that began at a model change while the p95 warning fired as drift is its own line."""
+    from rag_monitor.demo.summary import _firing_first
+
+    def alert(quantile: str, severity: str, triage: str) -> dict:
+        return {"status": "firing", "labels": {"alertname": "RagQueryLatencyOverSLO", "variant": "production",
+                                               "quantile": quantile, "severity": severity, "triage": triage}}
+
+    lines = _firing_first([alert("p95", "warning", "drift"), alert("p99", "page", "regression"), alert("p95", "warning", "drift")])
+    assert [(a["labels"]["quantile"], a["labels"]["triage"]) for a in lines] == [("p95", "drift"), ("p99", "regression")]
+
+
 def test_signal_lines_from_known_metrics():
     """The summary's freshness, stale share, cache and cost-by-component figures, from known counts."""
     from types import SimpleNamespace
