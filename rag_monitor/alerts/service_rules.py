@@ -18,10 +18,13 @@ def _quantile_records(metric: str, by: str, window: str) -> list[dict[str, str]]
 def _latency_groups(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     lat = t["latency"]
     w = lat["window"]
-    guard = f"and on (variant)\nrag:query_duration_seconds:queries >= {lat['min_queries']}"
+    # The SLO is read per release as well as per variant: a slow canary breaches it although the
+    # service's pooled quantile would not, and a release that makes an already-slow service slower
+    # is its own incident (its own triage), not a continuation of the older release's page.
+    guard = f"and on (release, variant)\nrag:query_duration_seconds:release_queries >= {lat['min_queries']}"
     runbook = f"""
-Meaning: the end-to-end query latency quantile over the last {w} exceeds its SLO on at least
-{lat['min_queries']} queries. Check first: rag:stage_duration_seconds:p95 by stage shows which stage
+Meaning: the end-to-end query latency quantile of one release over the last {w} exceeds its SLO
+on at least {lat['min_queries']} of its queries. Check first: rag:stage_duration_seconds:p95 by stage shows which stage
 (retrieve, rerank, generate, ...) grew; in Phoenix, sort the slowest traces of the window and open
 their spans; rag_time_to_first_token_seconds separates model latency from retrieval.
 First step: if triage says regression, diff the slow stage's configuration in that release (top-k,
@@ -32,21 +35,26 @@ token counts (rag_tokens_total) for longer prompts or answers, and the store/vec
             *_quantile_records("rag_query_duration_seconds", "variant", w),
             *_quantile_records("rag_stage_duration_seconds", "stage, variant", w),
             _record("rag:query_duration_seconds:queries", f"sum by (variant) (increase(rag_query_duration_seconds_count[{w}]))"),
+            *(_record(f"rag:query_duration_seconds:release_p{q}",
+                      f"histogram_quantile(0.{q}, sum by (le, release, variant) (rate(rag_query_duration_seconds_bucket[{w}])))")
+              for q in ("95", "99")),
+            _record("rag:query_duration_seconds:release_queries",
+                    f"sum by (release, variant) (increase(rag_query_duration_seconds_count[{w}]))"),
         ]},
         {"name": "rag-latency-alerts", "rules": [
             _alert(
                 t, "RagQueryLatencyOverSLO",
-                f"rag:query_duration_seconds:p95{{{PRODUCTION}}} > {_num(lat['p95_slo_seconds'])}\n{guard}",
+                f"rag:query_duration_seconds:release_p95{{{PRODUCTION}}} > {_num(lat['p95_slo_seconds'])}\n{guard}",
                 lat["p95_for"], "warning",
-                f"p95 query latency {{{{ $value | humanizeDuration }}}} on variant {{{{ $labels.variant }}}} over the last {w}, "
+                f"p95 query latency {{{{ $value | humanizeDuration }}}} of release {{{{ $labels.release }}}} on variant {{{{ $labels.variant }}}} over the last {w}, "
                 f"above the {_num(lat['p95_slo_seconds'])}s SLO.",
                 runbook, {"quantile": "p95"},
             ),
             _alert(
                 t, "RagQueryLatencyOverSLO",
-                f"rag:query_duration_seconds:p99{{{PRODUCTION}}} > {_num(lat['p99_slo_seconds'])}\n{guard}",
+                f"rag:query_duration_seconds:release_p99{{{PRODUCTION}}} > {_num(lat['p99_slo_seconds'])}\n{guard}",
                 lat["p99_for"], "page",
-                f"p99 query latency {{{{ $value | humanizeDuration }}}} on variant {{{{ $labels.variant }}}} over the last {w}, "
+                f"p99 query latency {{{{ $value | humanizeDuration }}}} of release {{{{ $labels.release }}}} on variant {{{{ $labels.variant }}}} over the last {w}, "
                 f"above the {_num(lat['p99_slo_seconds'])}s paging SLO.",
                 runbook, {"quantile": "p99"},
             ),

@@ -280,10 +280,12 @@ def test_quick_demo_tells_the_story(tmp_path, app, corpus, monkeypatch, capsys):
                      if a["labels"].get("alertname") == "RagNeighbourOverlapDropped" and a.get("status") == "firing"]
     assert {"triage": "regression", "suspected_release": "r2"}.items() <= overlap_pages[0].items(), overlap_pages
     assert all(labels.get("suspected_release") != "r1" for labels in overlap_pages), overlap_pages
+    # Every page on r2's series is a regression after r2. (On a loaded machine r1's own latency can
+    # pass the demo's warning SLO before r2: that alert is r1's, and rightly drift.)
     for name in ("RagQueryLatencyOverSLO", "RagFilterFalseExclusionsHigh"):
-        assert name in by_name, sorted(by_name)
-        assert by_name[name]["labels"]["triage"] == "regression", (name, by_name[name]["labels"])
-        assert by_name[name]["labels"].get("suspected_release") == "r2"
+        on_r2 = [a["labels"] for a in firing if a["labels"]["alertname"] == name and a["labels"].get("release") == "r2"]
+        assert on_r2, (name, sorted(by_name))
+        assert all(labels["triage"] == "regression" and labels.get("suspected_release") == "r2" for labels in on_r2), on_r2
 
 
 @pytest.mark.timeout(900)  # a bound for a loaded machine: about 2 minutes alone
@@ -308,7 +310,7 @@ def test_the_provider_update_pages_as_a_regression_after_the_model_change(tmp_pa
     assert {"triage": "regression", "suspected_change": change}.items() <= pages[0]["labels"].items(), pages
     assert "suspected_release" not in pages[0]["labels"]  # no release is blamed
     lines = result.text.splitlines()
-    (at,) = [i for i, line in enumerate(lines) if line.split()[:4] == ["RagQueryLatencyOverSLO", "page", "production", "p99"]]
+    (at,) = [i for i, line in enumerate(lines) if line.split()[:4] == ["RagQueryLatencyOverSLO", "page", "r1", "p99"]]
     assert lines[at + 1].strip().startswith(f"triage: suspected regression after {change}:"), lines[at:at + 2]
 
 
