@@ -7,10 +7,10 @@ import pytest
 
 def test_drift_plot_labels_the_permutation_tests_smallest_p():
     from rag_monitor.demo.report import drift_figure
-    from rag_monitor.demo.run import _drift_profiles
+    from rag_monitor.demo.settings import drift_profiles
     from rag_monitor.detectors.profiles import DriftProfile
 
-    profile = DriftProfile(**_drift_profiles(quick=True)["profiles"][0])
+    profile = DriftProfile(**drift_profiles(quick=True)["profiles"][0])
     floor = profile.page_rule().p_floor
     assert floor == pytest.approx(1 / 201)
     runs = [(10.0, 0.3, False), (20.0, 0.0, True), (30.0, floor, True)]  # a 0 is drawn at the floor
