@@ -162,7 +162,7 @@ class AgentMetrics:
         )
         self.drift_window_size = Gauge("rag_drift_window_size", "Items in the drift test's windows.", ["signal", "detector", "window"], registry=r)
         self.drift_feed_sampled = Counter("rag_drift_feed_sampled_total", "Queries the drift feed sampled and wrote, by signal and window (current: the interval's reservoir of current_size; reference: Algorithm R over the reference period); only these are embedded.", ["signal", "window"], registry=r)
-        self.drift_feed_skipped = Counter("rag_drift_feed_skipped_total", "Queries the drift feed passed over, by signal and window: not in the interval's reservoir or Algorithm R's pick, or nothing to embed (hidden content, no vectors and no embedder).", ["signal", "window"], registry=r)
+        self.drift_feed_skipped = Counter("rag_drift_feed_skipped_total", "Queries the drift feed passed over, by signal and window: not in the interval's reservoir or Algorithm R's pick, late for a finished slot, or nothing to embed (hidden content, no vectors and no embedder).", ["signal", "window"], registry=r)
         self.drift_last_run = Gauge("rag_drift_last_run_timestamp_seconds", "When the latest drift test finished (Unix time).", ["signal", "detector"], registry=r)
 
         # --- neighbour stability (probe set against its pinned baseline; agent/probes.py) ---

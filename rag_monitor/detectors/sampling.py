@@ -43,10 +43,8 @@ def smallest_hashes(trace_ids: list[str], size: int) -> list[int]:
 class IntervalReservoir:
     """The ``size`` smallest-hash items of each ``interval_s`` slot, released when the slot is over.
 
-    An item of a slot already released arrives late (a trace assembled, or exported, after its slot
-    was written): it joins the earliest open slot instead, counted in ``late``. Lost, it would
-    starve short slots on a busy machine (the demo's are seconds); moved, it is off by at most the
-    lateness, which is seconds against production's hour-long slots.
+    Items of a slot already released arrive late (a trace assembled after its slot ended): they
+    are counted in ``late`` and not sampled.
     """
 
     def __init__(self, interval_s: float, size: int):
@@ -58,14 +56,11 @@ class IntervalReservoir:
         self._seq = itertools.count()
         self.late = 0
 
-    def slot_of(self, time: float) -> float:
-        """The start of the slot an item at ``time`` joins now (the earliest open one when its own was released)."""
-        return max(math.floor(time / self.interval_s) * self.interval_s, self._released_until)
-
     def offer(self, time: float, trace_id: str, item: Any) -> None:
-        slot = self.slot_of(time)
-        if slot > time:
+        slot = math.floor(time / self.interval_s) * self.interval_s
+        if slot < self._released_until:
             self.late += 1
+            return
         heap = self._open.setdefault(slot, [])
         self._arrivals[slot] = self._arrivals.get(slot, 0) + 1
         entry = (-unit_hash(trace_id), next(self._seq), item)

@@ -188,10 +188,7 @@ class DriftFeed:
                     # not also current: the run would leave it out as old, and the slot's window,
                     # capped at its size, could never fill with new items.
                     if not self._offer_reference(signal, o):
-                        slot = window.slot_of(o.time)
-                        # a late trace joins the open slot, at its start: a run that tested the
-                        # released slots would otherwise leave it out as old
-                        window.offer(o.time, o.trace_id, o if slot <= o.time else dataclasses.replace(o, time=slot))
+                        window.offer(o.time, o.trace_id, o)
 
     def _usable(self, o: _Observation, signal: str) -> bool:
         if signal in CATEGORICAL_SIGNALS:
@@ -235,11 +232,11 @@ class DriftFeed:
             work = {}
             for signal, window in self._windows.items():
                 released = window.release(now)
-                window.late = 0  # moved to the open slot, sampled there: not skipped
+                late, window.late = window.late, 0
                 picks = self._pending_reference[signal]
-                work[signal] = (released, [picks.popleft() for _ in range(min(batch, len(picks)))])
+                work[signal] = (released, late, [picks.popleft() for _ in range(min(batch, len(picks)))])
         written = 0
-        for signal, (released, picks) in work.items():
+        for signal, (released, late, picks) in work.items():
             current = [o for sample, _ in released for o in sample]
             values = self._values(signal, current + [o for o, _, _ in picks])
             current_items = [values[o.trace_id] for o in current if o.trace_id in values]
@@ -247,7 +244,7 @@ class DriftFeed:
                                for o, q, skipped in picks if o.trace_id in values]
             arrivals = sum(n for _, n in released)
             self._counts[(signal, "current", "sampled")] += len(current_items)
-            self._counts[(signal, "current", "skipped")] += arrivals - len(current_items)
+            self._counts[(signal, "current", "skipped")] += arrivals - len(current_items) + late
             self._counts[(signal, "reference", "sampled")] += len(reference_items)
             self._counts[(signal, "reference", "skipped")] += len(picks) - len(reference_items)
             if current_items or reference_items:
