@@ -11,9 +11,10 @@ Only the standard library is imported here, so ``import rag_monitor.detectors`` 
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Generic, Mapping, TypeVar
+from typing import Any, Generic, Iterator, Mapping, TypeVar
 
 __all__ = ["DegenerateWindowError", "DriftResult", "DriftScore", "DriftDetector", "EmbeddingDriftDetector", "NotFittedError"]
 
@@ -268,3 +269,15 @@ class EmbeddingDriftDetector(DriftDetector[Any]):
 
     def _tail(self, window: Any, size: int) -> Any:
         return window[-size:].copy()
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int | None) -> Iterator[None]:
+    """Cap BLAS threads for a detector's matrix work (``None``: leave them as they are)."""
+    if threads is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads, user_api="blas"):
+        yield

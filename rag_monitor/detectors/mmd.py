@@ -29,11 +29,10 @@ are never re-summed one by one.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any, Iterator
 
-from rag_monitor.detectors.base import DegenerateWindowError, DriftScore, EmbeddingDriftDetector, fresh_seed
+from rag_monitor.detectors.base import DegenerateWindowError, DriftScore, EmbeddingDriftDetector, blas_threads, fresh_seed
 
 __all__ = [
     "DEFAULT_BANDWIDTHS",
@@ -231,17 +230,6 @@ def aggregate_p_value(statistics: Any) -> tuple[float, Any, int]:
     return p_value, aggregated, int(np.argmax(standardised[:, 0]))
 
 
-@contextlib.contextmanager
-def _blas_threads(threads: int | None) -> Iterator[None]:
-    if threads is None:
-        yield
-        return
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=threads, user_api="blas"):
-        yield
-
-
 class MMDDrift(EmbeddingDriftDetector):
     """Kernel two-sample test: has the distribution of embedding vectors moved?
 
@@ -354,7 +342,7 @@ class MMDDrift(EmbeddingDriftDetector):
         if self.bandwidth is not None:
             self.sigma_ = self.bandwidth
             return
-        with _blas_threads(self.threads):
+        with blas_threads(self.threads):
             self.sigma_ = median_heuristic_sigma(self._reference, max_points=self.median_max_points, seed=0)
 
     def _score(self, reference: Any, current: Any) -> DriftScore:
@@ -366,7 +354,7 @@ class MMDDrift(EmbeddingDriftDetector):
         pooled = np.concatenate([reference, current], axis=0)
         labels = permutation_labels(reference.shape[0], current.shape[0], self.n_permutations, seed)
         sigmas = self.sigmas_
-        with _blas_threads(self.threads):
+        with blas_threads(self.threads):
             statistics = np.atleast_2d(mmd2_permutation_statistics(pooled, labels, sigmas, chunk_size=self.chunk_size))
             if self.neighbours:
                 k = min(self.neighbours, pooled.shape[0] - 1)

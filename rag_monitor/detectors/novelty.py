@@ -40,11 +40,10 @@ Cost: ``(m + n) x F`` dot products per test, in row blocks of ``chunk_size`` (pe
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Iterator
+from typing import Any
 
-from rag_monitor.detectors.base import DriftScore, EmbeddingDriftDetector, fresh_seed
+from rag_monitor.detectors.base import DriftScore, EmbeddingDriftDetector, blas_threads, fresh_seed
 
 __all__ = ["NoveltyDrift", "count_p_value", "kth_neighbour_distance", "novelty_count", "split_lanes"]
 
@@ -110,17 +109,6 @@ def count_p_value(count: int, n: int, m: int, j: int) -> float:
     return float(min(1.0, max(betabinom.sf(count - 1, n, j, m - j + 1), 0.0)))
 
 
-@contextlib.contextmanager
-def _blas_threads(threads: int | None) -> Iterator[None]:
-    if threads is None:
-        yield
-        return
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=threads, user_api="blas"):
-        yield
-
-
 class NoveltyDrift(EmbeddingDriftDetector):
     """Are more current items far from the reference than the reference's own share (``quantile``)?
 
@@ -176,7 +164,7 @@ class NoveltyDrift(EmbeddingDriftDetector):
         rng = np.random.default_rng(seed)
         fit_lane, calibration_lane = split_lanes(reference.shape[0], self.fit_size, self.calibration_size, rng)
         k = min(self.neighbours, fit_lane.size)
-        with _blas_threads(self.threads):
+        with blas_threads(self.threads):
             scores = kth_neighbour_distance(np.concatenate([reference[calibration_lane], current]),
                                             reference[fit_lane], k, chunk_size=self.chunk_size)
         m, n = calibration_lane.size, current.shape[0]
