@@ -271,13 +271,26 @@ class EmbeddingDriftDetector(DriftDetector[Any]):
         return window[-size:].copy()
 
 
+_blas_controller: Any = None
+
+
 @contextlib.contextmanager
 def blas_threads(threads: int | None) -> Iterator[None]:
-    """Cap BLAS threads for a detector's matrix work (``None``: leave them as they are)."""
+    """Cap BLAS threads for a detector's matrix work (``None``: leave them as they are).
+
+    The loaded libraries are found once per process, not per call: each search reads the process's
+    mappings and ``dlopen``s every BLAS library with the GIL held, which, in an agent whose other
+    threads run torch and load libraries, risks a native deadlock that freezes the whole process.
+    The count is process-wide: callers that run detectors on several threads serialise them
+    (``agent/drift/runs.py``).
+    """
     if threads is None:
         yield
         return
-    from threadpoolctl import threadpool_limits
+    global _blas_controller
+    if _blas_controller is None:
+        from threadpoolctl import ThreadpoolController
 
-    with threadpool_limits(limits=threads, user_api="blas"):
+        _blas_controller = ThreadpoolController()
+    with _blas_controller.limit(limits=threads, user_api="blas"):
         yield

@@ -27,11 +27,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 
 from rag_monitor.detectors.profiles import EMBEDDING_SIGNALS, DriftProfile, score_window
 from rag_monitor.detectors.references import draw_reference
+
+# One detector at a time: the BLAS thread count a detector sets is process-wide, and OpenBLAS's
+# setter is not safe against another thread's change or running call (the profiles' jobs overlap).
+_DETECTOR_WORK = threading.Lock()
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +155,8 @@ def test_window(store, profile: DriftProfile, now: float) -> dict:
     }
     matched, matched_ids, result["match_hours"] = draw_reference(profile, reference, current_times, seed)
     try:
-        verdict = score_window(profile, matched, current, seed)
+        with _DETECTOR_WORK:
+            verdict = score_window(profile, matched, current, seed)
     except DegenerateWindowError as exc:
         # No p-value means anything: no evidence, no page; the verdict says why.
         return {**result, "status": "degenerate", "reason": str(exc), "n_reference": len(matched_ids),
