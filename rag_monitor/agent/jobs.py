@@ -47,6 +47,13 @@ class Job:
     """> 0: one replica at a time runs it, holding the store lease ``job:<name>`` this long."""
 
 
+def _quiet_skips(record: logging.LogRecord) -> bool:
+    """Drop APScheduler's warning for a tick skipped while the job still runs: on a busy machine the
+    no-op second instance (``max_instances=2``) may not have returned yet, and a skipped tick is the
+    coalescing ``run`` does on purpose (``rag_agent_job_duration_seconds`` shows the slow runs)."""
+    return "maximum number of running instances reached" not in record.getMessage()
+
+
 class JobScheduler:
     """One APScheduler ``BackgroundScheduler`` for the process: its own thread and worker pool."""
 
@@ -129,6 +136,7 @@ class JobScheduler:
         chatter = logging.getLogger("apscheduler")
         if chatter.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
             chatter.setLevel(logging.WARNING)
+        logging.getLogger("apscheduler.scheduler").addFilter(_quiet_skips)
         self._scheduler = BackgroundScheduler(daemon=True, executors={"default": ThreadPoolExecutor(self.max_workers)})
         for job in self.jobs.values():
             self._schedule(job)

@@ -206,6 +206,9 @@ class ProbeRunner:
         self.rbo_p = rbo_p
         self.on_query = on_query
         self.on_error = on_error
+        self._failing = ""
+        """The failure reasons the last run logged: a run that fails the same way logs at DEBUG
+        (the errors are counted in metrics), so an endpoint that is down is one warning, not one a run."""
 
     def _one(self, probe: Probe) -> tuple[str, ...] | ProbeError:
         self.on_query()
@@ -244,11 +247,18 @@ class ProbeRunner:
                 jaccard(baseline.baseline_ids, result), rbo(baseline.baseline_ids, result, self.rbo_p), baseline.pinned_at,
             ))
         summary.compared = probes.finish_run(run_id, comparisons, errors=sum(summary.errors.values()))
-        if summary.errors:  # one line per run, not one per probe
-            log.warning("probe run %d: %d of %d probes failed (%s); no overlap from them", run_id,
-                        sum(summary.errors.values()), len(self.probes),
-                        ", ".join(f"{reason} {n}" for reason, n in sorted(summary.errors.items())))
+        self._log_failures(run_id, summary)
         return summary
+
+    def _log_failures(self, run_id: int, summary: RunSummary) -> None:
+        failing = ", ".join(f"{reason} {n}" for reason, n in sorted(summary.errors.items()))
+        if failing:
+            level = logging.DEBUG if failing == self._failing else logging.WARNING
+            log.log(level, "probe run %d: %d of %d probes failed (%s); no overlap from them", run_id,
+                    sum(summary.errors.values()), len(self.probes), failing)
+        elif self._failing:
+            log.info("probe run %d: every probe answered again", run_id)
+        self._failing = failing
 
     def pin(self, by: str = "cli") -> tuple[int, dict[str, str]]:
         """Retrieve every probe now and make the answers the new baseline; (pinned, {probe name: error}).

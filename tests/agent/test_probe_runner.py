@@ -112,6 +112,28 @@ def test_a_down_endpoint_is_unreachable_and_a_slow_one_times_out(store, hook):
     assert all(b.jaccard == 1.0 for b in store.probes.baselines().values())
 
 
+def test_an_endpoint_that_stays_down_is_one_warning_not_one_a_run(store, hook, caplog):
+    h = Harness(store, hook.url)
+    h.run()
+    hook.mode = "status"
+    with caplog.at_level("DEBUG", logger="rag_monitor.agent.probes"):
+        for _ in range(3):
+            h.run()
+        hook.mode = "malformed"  # failing differently is news
+        h.run()
+        hook.mode = "ok"
+        h.run()
+    lines = [(r.levelname, r.getMessage().split(": ", 1)[1]) for r in caplog.records if r.getMessage().startswith("probe run")]
+    assert lines == [
+        ("WARNING", "2 of 2 probes failed (http_status 2); no overlap from them"),
+        ("DEBUG", "2 of 2 probes failed (http_status 2); no overlap from them"),
+        ("DEBUG", "2 of 2 probes failed (http_status 2); no overlap from them"),
+        ("WARNING", "2 of 2 probes failed (malformed 2); no overlap from them"),
+        ("INFO", "every probe answered again"),
+    ]
+    assert h.value("rag_probe_errors_total", reason="http_status") == 6  # every failure still counted
+
+
 def test_one_failed_probe_leaves_the_others_compared(store, hook):
     h = Harness(store, hook.url)
     h.run()
