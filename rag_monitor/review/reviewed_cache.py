@@ -116,7 +116,6 @@ class ReviewedCache:
         changed, feedback_id = self._changes(self._lagged_feedback_id(now))
         self._feedback_marks.append((now, feedback_id))
         since = max(horizon, self._newest_review - OVERLAP_S) if self._newest_review else horizon
-        before = self.version
         for item, review in [*self.store.reviewed(since=since), *changed]:
             if review.created_at < horizon:
                 continue
@@ -130,7 +129,7 @@ class ReviewedCache:
         expired = [i for i, (_, review) in self._pairs.items() if review.created_at < horizon]
         for item_id in expired:
             del self._pairs[item_id]
-        if expired and self.version == before:
+        if expired:
             self._changed()
 
     def _lagged_feedback_id(self, now: float) -> int:
