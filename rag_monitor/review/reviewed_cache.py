@@ -114,7 +114,6 @@ class ReviewedCache:
 
     def _take_changes(self, now: float, horizon: float) -> None:
         changed, feedback_id = self._changes(self._lagged_feedback_id(now))
-        self._feedback_marks.append((now, feedback_id))
         since = max(horizon, self._newest_review - OVERLAP_S) if self._newest_review else horizon
         for item, review in [*self.store.reviewed(since=since), *changed]:
             if review.created_at < horizon:
@@ -131,6 +130,7 @@ class ReviewedCache:
             del self._pairs[item_id]
         if expired:
             self._changed()
+        self._feedback_marks.append((now, feedback_id))  # once taken in: a failed refresh reads them again
 
     def _lagged_feedback_id(self, now: float) -> int:
         """The newest feedback id read ``OVERLAP_S`` ago or before (the oldest read, early on)."""
