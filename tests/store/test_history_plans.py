@@ -74,6 +74,9 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
     try:
         with engine.begin() as conn:
             fill(conn, now)
+            # Late feedback on a hundred reviewed items, after the million (what the review cache reads).
+            conn.execute(sa.text("INSERT INTO feedback (trace_id, kind, time, key) SELECT lpad(to_hex(g), 32, '0'),"
+                                 " 'thumbs_down', :now, 'late' || g FROM generate_series(1, 100) g"), {"now": now})
         # The scorer's first batch after an upgrade walks the history once to place its mark.
         assert len(store.unscored_items(SCORER, limit=10)) == 10
 
@@ -100,9 +103,10 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
             store.prune_pending(now - 3600)
             # The review collectors' incremental refresh (``ReviewedCache``): the reviews stored
             # since the newest one less the overlap, the reviewed items of the latest feedback.
-            assert len(store.reviewed(since=now - OPEN - OVERLAP_S)) == OVERLAP_S + 1
-            changed, newest = store.reviewed_changed(ROWS - 2 * OPEN)  # the last 1,500 of those traces wait for review
-            assert newest == ROWS and len(changed) == OPEN
+            newest_review = now - OPEN + 1
+            assert len(store.reviewed(since=newest_review - OVERLAP_S)) == OVERLAP_S + 1
+            changed, newest = store.reviewed_changed(ROWS)  # the late feedback on 100 reviewed items
+            assert newest == ROWS + 100 and len(changed) == 100
         finally:
             sa.event.remove(engine, "before_cursor_execute", capture)
 
