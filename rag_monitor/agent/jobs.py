@@ -183,7 +183,7 @@ def agent_jobs(agent: Agent) -> list[Job]:
         # ScoringLoop takes its own (fenced) scoring lease inside the tick.
         Job("scoring", agent.scoring.tick, s.score_interval_s),
         # Every replica answers scrapes, so every replica refreshes its cache (incrementally).
-        Job("scrape_cache", agent.review_stats.refresh, s.scrape_cache_interval_s),
+        Job("scrape_cache", agent.reviewed.refresh, s.scrape_cache_interval_s),
     ]
     if agent.store.dialect == "sqlite":  # the log's copy into the database, off the request path
         jobs.append(Job("store_checkpoint", agent.store.checkpoint, s.checkpoint_interval_s))

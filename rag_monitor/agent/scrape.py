@@ -3,12 +3,13 @@
 Every replica reads the same store, so these gauges agree across replicas (alert rules take
 ``max``). The false-exclusion series are absent, not 0, when no reviewed query qualifies.
 
-The false-exclusion rate covers 30 days of reviews. Re-reading them on every scrape grows with
-the review history, so ``ReviewStatsCollector`` keeps hourly aggregates per release and reads
-only the reviews stored since its last refresh (the ``scrape_cache`` job, and a scrape after
-this replica stored a review); hours older than the window fall off. The aggregates keep each
-raw release; the release fold (``ReleaseLabels.label``, as in every family) applies when read,
-so a release that leaves the labelled set moves into ``other`` here as in the query metrics.
+The false-exclusion rate covers 30 days of reviews, counted to the hour (an hour falls off
+whole). ``ReviewStatsCollector`` reads them from the agent's ``ReviewedCache``, shared with the
+other review collectors, which reads only what changed since its last refresh (the
+``scrape_cache`` job, a scrape after ``min_interval_s``, and one after this replica stored a
+review); the rates are recomputed only when the reviewed items or the window's first hour
+change. The release fold (``ReleaseLabels.label``, as in every family) applies when read, so a
+release that leaves the labelled set moves into ``other`` here as in the query metrics.
 """
 
 from __future__ import annotations
@@ -24,71 +25,56 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from rag_monitor.agent.drift.export import latest_tested
+from rag_monitor.review.reviewed_cache import ReviewedCache
 from rag_monitor.review.stats import FalseExclusionStats, false_exclusion_stats
 
 log = logging.getLogger(__name__)
 
 BUCKET_S = 3600.0
-OVERLAP_S = 120.0
-"""Reviews are re-read this far behind the newest one seen: a replica's review committed late
-(or with a slightly slow clock) is still counted, once (review ids already counted are skipped)."""
+"""The window's granularity: it starts on the hour of ``now - window_s``."""
 
 
 class ReviewStatsCollector(Collector):
     def __init__(self, store, window_s: float = 30 * 86400, clock=time.time,
-                 release_label: Callable[[str | None], str] = lambda r: r or "unknown"):
-        self.store = store
+                 release_label: Callable[[str | None], str] = lambda r: r or "unknown",
+                 reviewed: ReviewedCache | None = None):
+        self.reviewed = reviewed if reviewed is not None else ReviewedCache(store, window_s=window_s, clock=clock)
+        """The agent's one cache of reviewed items (a private one when none is given)."""
         self.release_label = release_label
         self.window_s = window_s
         self.clock = clock
         self._lock = threading.Lock()
-        self._buckets: dict[tuple[float, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0.0])
-        self._counted: dict[int, float] = {}
-        """Review id -> review time, for reviews within OVERLAP_S of the newest seen."""
-        self._newest = 0.0
-        self._fresh = False
-        self.rows_read = 0
+        self._computed: tuple[tuple[int, float] | None, list[FalseExclusionStats]] = (None, [])
+        """((cache version, window start), per raw release): recomputed when either changes."""
+
+    @property
+    def rows_read(self) -> int:
         """Reviews read from the store so far (tests check that a refresh reads only new ones)."""
+        return self.reviewed.rows_read
 
     def invalidate(self) -> None:
         """Refresh on the next scrape (this replica just stored a review)."""
-        self._fresh = False
+        self.reviewed.invalidate()
 
     def refresh(self) -> None:
-        """Fold the reviews stored since the last refresh into the hourly aggregates."""
-        with self._lock:
-            now = self.clock()
-            horizon = now - self.window_s
-            since = max(horizon, self._newest - OVERLAP_S) if self._newest else horizon
-            new = [(item, review) for item, review in self.store.reviewed(since=since)
-                   if review.id not in self._counted]
-            self.rows_read += len(new)
-            for item, review in new:
-                self._counted[review.id] = review.created_at
-                self._newest = max(self._newest, review.created_at)
-                hour = math.floor(review.created_at / BUCKET_S) * BUCKET_S
-                for s in false_exclusion_stats([(item, review)]):
-                    b = self._buckets[(hour, s.release)]
-                    b[0] += s.eligible
-                    b[1] += s.false_exclusions
-                    b[2] += s.weighted_eligible
-                    b[3] += s.weighted_false_exclusions
-                    b[4] += s.weighted_eligible_squares
-            keep_after = self._newest - OVERLAP_S
-            self._counted = {i: t for i, t in self._counted.items() if t >= keep_after}
-            for key in [k for k in self._buckets if k[0] + BUCKET_S <= horizon]:
-                del self._buckets[key]
-            self._fresh = True
+        """Take in the reviews stored since the last refresh (the ``scrape_cache`` job)."""
+        self.reviewed.refresh()
 
     def stats(self) -> list[FalseExclusionStats]:
         """Per release label (folded), over the window (to the hour)."""
-        if not self._fresh:
-            self.refresh()
-        totals: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0.0])
+        start = math.floor((self.clock() - self.window_s) / BUCKET_S) * BUCKET_S
+        version, pairs = self.reviewed.read(since=start)
         with self._lock:
-            for (_, release), b in self._buckets.items():
-                label = self.release_label(release)
-                totals[label] = [t + v for t, v in zip(totals[label], b)]
+            key = (version, start)
+            if self._computed[0] != key:
+                self._computed = (key, false_exclusion_stats(pairs))
+            per_release = self._computed[1]
+        totals: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0.0])
+        for s in per_release:
+            label = self.release_label(s.release)
+            values = (s.eligible, s.false_exclusions, s.weighted_eligible, s.weighted_false_exclusions,
+                      s.weighted_eligible_squares)
+            totals[label] = [t + v for t, v in zip(totals[label], values)]
         return [FalseExclusionStats(r, int(c[0]), int(c[1]), c[2], c[3], c[4]) for r, c in sorted(totals.items())]
 
     def collect(self):

@@ -52,6 +52,7 @@ from rag_monitor.faithfulness.judge import judge_from_settings
 from rag_monitor.faithfulness.worker import FaithfulnessWorker
 from rag_monitor.review.auth import Reviewers
 from rag_monitor.review.collector import ReviewMetricsCollector
+from rag_monitor.review.reviewed_cache import ReviewedCache
 from rag_monitor.review.unsupported import UnsupportedRateCollector
 from rag_monitor.review.shadow_collector import ShadowMetricsCollector
 from rag_monitor.review.proxy import ExternalView
@@ -158,18 +159,21 @@ class Agent:
     def _build_review(self) -> None:
         s = self.settings
         label = self.observer.releases.label  # one release fold for every family
-        self.review_stats = ReviewStatsCollector(self.store, release_label=label)
+        # One cache of the reviewed items for every review collector: one incremental store read per interval.
+        self.reviewed = ReviewedCache(self.store, min_interval_s=s.scrape_cache_interval_s)
+        self.review_stats = ReviewStatsCollector(self.store, release_label=label, reviewed=self.reviewed)
         self.registry.register(self.review_stats)
         self.store_gauges = StoreGauges(self.store, self.profiles, self.drift_exporter, self.metrics)
         self.reviewers = Reviewers.parse(s.review_tokens)
         if not len(self.reviewers):
             log.warning("no reviewers configured (review_tokens): the review page will refuse every login")
-        self.review_metrics = ReviewMetricsCollector(self.store, reviewers=[r.name for r in self.reviewers], release_label=label)
+        self.review_metrics = ReviewMetricsCollector(self.store, reviewers=[r.name for r in self.reviewers], release_label=label,
+                                                     reviewed=self.reviewed)
         self.registry.register(self.review_metrics)
         # The scoring loops are built later; their scorers are named when Prometheus scrapes.
         self.unsupported_rates = UnsupportedRateCollector(
             self.store, lambda: [loop.scorer.name for loop in (getattr(self, "scoring", None), getattr(self, "judging", None)) if loop],
-            label)
+            label, reviewed=self.reviewed)
         self.registry.register(self.unsupported_rates)
         self.shadow_metrics = ShadowMetricsCollector(self.store, call_cost=self.prices.call_cost, top_candidates=s.top_releases,
                                                      storage_usd_per_query=s.storage_usd_per_query)
@@ -282,7 +286,7 @@ class Agent:
             log.warning("could not read the probe results: %s", exc)
 
     def _on_review(self, item, labels) -> None:
-        self.review_stats.invalidate()
+        self.reviewed.invalidate()
         self.review_metrics.invalidate()
         self.unsupported_rates.invalidate()
         self.shadow_metrics.invalidate()

@@ -5,9 +5,12 @@ counts; per implicit signal and verdict, its association with blind review (``si
 progress and throughput. Every replica reads the same store, so replicas agree (rules take
 ``max``). A rate, interval or kappa with nothing to estimate it from is absent, never 0.
 
-The agent registers one and calls ``invalidate()`` after each stored review::
+The reviewed items come from the agent's ``ReviewedCache`` (shared with the other review
+collectors); the rest (every review of those items, reviewer progress, their feedback) is read
+once per ``cache_s``. The agent registers one and calls ``invalidate()`` after each stored review::
 
-    collector = ReviewMetricsCollector(store, reviewers=[r.name for r in reviewers], release_label=releases.label)
+    collector = ReviewMetricsCollector(store, reviewers=[r.name for r in reviewers], release_label=releases.label,
+                                       reviewed=reviewed_cache)
     registry.register(collector)
 """
 
@@ -24,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from rag_monitor.review.agreement import Agreement, agreement_by_label
 from rag_monitor.review.rates import JudgedRate, judged_rates
+from rag_monitor.review.reviewed_cache import ReviewedCache
 from rag_monitor.review.signals import SignalAssociation, add_signal_metrics, signal_associations, signal_families
 
 log = logging.getLogger(__name__)
@@ -39,27 +43,32 @@ class _Snapshot:
 class ReviewMetricsCollector(Collector):
     def __init__(self, store, *, reviewers: Iterable[str] | None = None,
                  release_label: Callable[[str | None], str] = lambda r: r or "unknown",
-                 window_s: float = 30 * 86400, cache_s: float = 10.0):
+                 window_s: float = 30 * 86400, cache_s: float = 10.0, reviewed: ReviewedCache | None = None,
+                 clock=time.time):
         self.store = store
+        self.reviewed = reviewed if reviewed is not None else ReviewedCache(
+            store, window_s=window_s, min_interval_s=cache_s, clock=clock)
         self.reviewers = None if reviewers is None else set(reviewers)
         self.release_label = release_label
         """Raw release -> label value: the agent's ``ReleaseLabels.label``, the fold of every family."""
         self.window_s = window_s
         self.cache_s = cache_s
-        self._cached: tuple[float, _Snapshot] = (0.0, _Snapshot())
+        self.clock = clock
+        self._cached: tuple[float, _Snapshot] = (-float("inf"), _Snapshot())
         self._lock = threading.Lock()
 
     def invalidate(self) -> None:
         """Recompute on the next scrape (after a review was stored)."""
-        self._cached = (0.0, _Snapshot())
+        self._cached = (-float("inf"), _Snapshot())
+        self.reviewed.invalidate()
 
     def snapshot(self) -> _Snapshot:
         with self._lock:
             at, snap = self._cached
-            if at and time.monotonic() - at <= self.cache_s:
+            now = self.clock()
+            if now - at < self.cache_s:
                 return snap
-            since = time.time() - self.window_s
-            reviewed = self.store.reviewed(since=since)
+            reviewed = self.reviewed.pairs(since=now - self.window_s)
             snap = _Snapshot(
                 rates=judged_rates(reviewed, self.release_label),
                 agreement=agreement_by_label(self.store.all_reviews([item.id for item, _ in reviewed])),
@@ -67,7 +76,7 @@ class ReviewMetricsCollector(Collector):
                 signals=signal_associations(
                     reviewed, self.store.feedback_for_traces(item.trace_id for item, _ in reviewed), self.release_label),
             )
-            self._cached = (time.monotonic(), snap)
+            self._cached = (now, snap)
             return snap
 
     @staticmethod

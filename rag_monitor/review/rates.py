@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_monitor.estimators import WeightedRate
+from rag_monitor.record import QueryRecord
 
 MEASURES = ("correct", "supported", "refusal_appropriate", "evidence_coverage")
 
@@ -42,16 +43,16 @@ class JudgedRate:
     """Of which judged positive (unweighted)."""
 
 
-def judged_outcome(measure: str, record: dict[str, Any], labels: dict[str, Any]) -> bool | None:
+def judged_outcome(measure: str, record: QueryRecord, labels: dict[str, Any]) -> bool | None:
     """True/False when the query counts for ``measure``; None when it does not."""
     if measure == "evidence_coverage":
         gold = set(labels.get("gold_documents") or [])
         if not gold:
             return None
-        delivered = {d.get("id") for d in record.get("delivered", []) if d.get("id")}
+        delivered = {d.id for d in record.delivered if d.id}
         return gold <= delivered
     label = {"correct": "correct", "supported": "faithful", "refusal_appropriate": "refusal_appropriate"}[measure]
-    if measure == "refusal_appropriate" and not record.get("refused") and labels.get(label) is None:
+    if measure == "refusal_appropriate" and not record.refused and labels.get(label) is None:
         return None
     value = labels.get(label)
     return None if value not in ("yes", "no") else value == "yes"
@@ -62,11 +63,11 @@ def judged_rates(reviewed: Iterable[tuple[Any, Any]],
     """From ``(ReviewItem, Review)`` pairs (``Store.reviewed()``: one, the first, per item)."""
     sums: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0, 0])
     for item, review in reviewed:
-        record = item.record
         if item.pair_trace_id:
             continue
-        release = release_label(record.get("release"))
-        variant = record.get("variant") or "production"
+        record = item.query_record
+        release = release_label(record.release)
+        variant = record.variant or "production"
         for measure in MEASURES:
             outcome = judged_outcome(measure, record, review.labels)
             if outcome is None:

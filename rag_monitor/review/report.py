@@ -85,7 +85,7 @@ class ReleaseReport:
 def release_report(store, baseline: str, candidate: str, *, variant: str = "production") -> ReleaseReport:
     reviewed = store.reviewed()
     known = {(r.release, r.measure): r for r in judged_rates(reviewed) if r.variant == variant}
-    releases = {item.record.get("release") for item, _ in reviewed}
+    releases = {item.query_record.release for item, _ in reviewed}
     for release in (baseline, candidate):
         if release not in releases:
             raise ValueError(f"no reviewed query of release {release!r}; reviewed releases: {sorted(r for r in releases if r)}")

@@ -134,8 +134,8 @@ def _rows(reviewed: Iterable[tuple[Any, Any]], feedback: Mapping[str, Sequence[A
           release_label: Callable[[str | None], str]) -> tuple[list[_Row], list[str]]:
     pending = []
     for item, review in reviewed:
-        record = item.record
-        if item.pair_trace_id or (record.get("variant") or semconv.VARIANT_PRODUCTION) != semconv.VARIANT_PRODUCTION:
+        record = item.query_record
+        if item.pair_trace_id or (record.variant or semconv.VARIANT_PRODUCTION) != semconv.VARIANT_PRODUCTION:
             continue  # a shadow's answer never reached a user: no signal is about it
         outcomes = {}
         for verdict, (measure, _) in VERDICTS.items():
@@ -152,7 +152,7 @@ def _rows(reviewed: Iterable[tuple[Any, Any]], feedback: Mapping[str, Sequence[A
         kinds = {e.kind for e in events if e.kind in SIGNALS}
         kinds |= {f"thumbs_down:{r if r in kept else 'other'}" for r in reasons}
         dwell = [d for d in (_dwell_seconds(e.value) for e in events if e.kind == semconv.FEEDBACK_DWELL) if d is not None]
-        rows.append(_Row(release_label(item.record.get("release")), float(item.weight), outcomes, frozenset(kinds),
+        rows.append(_Row(release_label(item.query_record.release), float(item.weight), outcomes, frozenset(kinds),
                          max(dwell) if dwell else None))
     names = [*SIGNALS, *(f"thumbs_down:{r}" for r in kept)]
     if any("thumbs_down:other" in row.signals for row in rows):

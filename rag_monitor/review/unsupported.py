@@ -29,6 +29,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from rag_monitor.estimators import PPIRate, ScoredSums, WeightedRate, ppi_rate, weighted_rate
+from rag_monitor.review.reviewed_cache import ReviewedCache
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,8 @@ def unsupported_rates(reviewed: Iterable[tuple], scores: dict[str, dict], sums: 
         score = scores.get(item.trace_id, {}).get(scorer)
         if label not in ("yes", "no") or score is None or score.score is None or score.label not in SCORED_VERDICTS:
             continue
-        record = item.record
-        key = (release_label(record.get("release")), record.get("variant") or "production")
+        record = item.query_record
+        key = (release_label(record.release), record.variant or "production")
         labeled[key].append((float(label == "no"), 1.0 - score.score, item.weight, item.score_weight))
     out = []
     for key in sorted(set(folded) | set(labeled)):
@@ -74,11 +75,15 @@ def unsupported_rates(reviewed: Iterable[tuple], scores: dict[str, dict], sums: 
 
 
 class UnsupportedRateCollector(Collector):
-    """Scrape-time gauges of ``unsupported_rates`` for each scorer, cached ``cache_s``."""
+    """Scrape-time gauges of ``unsupported_rates`` for each scorer, cached ``cache_s``; the reviewed
+    items from the agent's ``ReviewedCache`` (shared with the other review collectors)."""
 
     def __init__(self, store, scorers: Callable[[], list[str]], release_label: Callable[[str | None], str],
-                 window_s: float = 30 * 86400, cache_s: float = 10.0, clock=time.time):
+                 window_s: float = 30 * 86400, cache_s: float = 10.0, clock=time.time,
+                 reviewed: ReviewedCache | None = None):
         self.store = store
+        self.reviewed = reviewed if reviewed is not None else ReviewedCache(
+            store, window_s=window_s, min_interval_s=cache_s, clock=clock)
         self.scorers = scorers
         self.release_label = release_label
         self.window_s = window_s
@@ -89,6 +94,7 @@ class UnsupportedRateCollector(Collector):
 
     def invalidate(self) -> None:
         self._cached = (-float("inf"), [])
+        self.reviewed.invalidate()
 
     def rates(self) -> list[UnsupportedRate]:
         with self._lock:
@@ -96,7 +102,7 @@ class UnsupportedRateCollector(Collector):
             now = self.clock()
             if now - at < self.cache_s:
                 return cached
-            reviewed = self.store.reviewed(since=now - self.window_s)
+            reviewed = self.reviewed.pairs(since=now - self.window_s)
             scores = self.store.scores_for_traces(item.trace_id for item, _ in reviewed)
             label = self.release_label
             rates = [r for scorer in self.scorers()

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from rag_monitor.record import QueryRecord
 from rag_monitor.review.signals import OVERALL, SIGNALS
 from rag_monitor.store.models import FeedbackEvent, Review, ReviewItem
 
@@ -120,8 +122,11 @@ def truth(world: World, signal: str, verdict: str, release: str = OVERALL) -> fl
 
 
 def reviewed_sample(world: World, seed: int, queries: int) -> tuple[list[tuple[ReviewItem, Review]], dict[str, list[FeedbackEvent]]]:
-    """One population's review sample: ``(item, review)`` pairs and each trace's feedback events."""
+    """One population's review sample: ``(item, review)`` pairs and each trace's feedback events.
+
+    Reviewed now: within every reader's window (``ReviewedCache`` counts reviews by their time)."""
     rng = random.Random(seed)
+    now = time.time()
     names = list(world.releases)
     base, thumbs, refusal = world.rates
     reviewed, feedback = [], {}
@@ -152,10 +157,10 @@ def reviewed_sample(world: World, seed: int, queries: int) -> tuple[list[tuple[R
             continue
         labels = ({"refusal_appropriate": "no" if s.inappropriate else "yes"} if s.refused else
                   {"faithful": "no" if s.unfaithful else "yes", "correct": "no" if s.incorrect else "yes"})
-        record = {"trace_id": trace_id, "release": release, "variant": "production", "refused": s.refused}
+        record = QueryRecord(trace_id, f"{k:016x}", k, k + 1, release=release, refused=s.refused).to_dict()
         item = ReviewItem(len(reviewed) + 1, "default", trace_id, stratum, p, 1 / p, None, record, None,
-                          "reviewed", None, None, 0.0, 0.0)
-        reviewed.append((item, Review(item.id, item.id, "sim", labels, 0.0)))
+                          "reviewed", None, None, now, now)
+        reviewed.append((item, Review(item.id, item.id, "sim", labels, now)))
         if events:
             feedback[trace_id] = events
     return reviewed, feedback

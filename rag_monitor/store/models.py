@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -82,8 +83,10 @@ class ReviewItem:
         """``1 / score_prob``: the item's weight in the scored sample."""
         return 1.0 / (self.score_prob or self.inclusion_prob)
 
-    @property
+    @functools.cached_property
     def query_record(self) -> QueryRecord:
+        """``record`` as a ``QueryRecord``, parsed once per item: the one way estimators read it
+        (the review cache keeps items across refreshes, so each scrape does not parse them again)."""
         return QueryRecord.from_dict(self.record)
 
     @property

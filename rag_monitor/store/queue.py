@@ -20,7 +20,7 @@ from rag_monitor.record import QueryRecord
 from .engine import Database
 from .errors import ClaimError, NotFound
 from .models import Review, ReviewItem, dump_json, now_s, record_json
-from .schema import REVIEW_STATES, review_counts, review_items, review_skips, reviews
+from .schema import REVIEW_STATES, feedback, review_counts, review_items, review_skips, reviews
 
 DEFAULT_QUEUE = "default"
 SCORE_QUEUE = "score"
@@ -288,31 +288,35 @@ class ReviewQueue:
         An item reviewed twice appears once, with its first review: estimates count each
         sampled query once (``all_reviews`` has every review, for agreement).
         """
-        t, r = review_items, reviews
-        other = reviews.alias("first_review")
-        first = sa.select(sa.func.min(other.c.id)).where(other.c.item_id == t.c.id).scalar_subquery()
-        stmt = (
-            sa.select(t, r.c.id.label("review_id"), r.c.reviewer, r.c.labels,
-                      r.c.created_at.label("review_created_at"))
-            .join(r, r.c.item_id == t.c.id)
-            .where(r.c.id == first)
-            .order_by(r.c.created_at, r.c.id)
-        )
+        stmt = _first_reviews()
         if since is not None:
-            stmt = stmt.where(r.c.created_at >= since)
+            stmt = stmt.where(reviews.c.created_at >= since)
         if queue is not None:
-            stmt = stmt.where(t.c.queue == queue)
+            stmt = stmt.where(review_items.c.queue == queue)
         if limit is not None:
             stmt = stmt.limit(limit)
         with self._db.read() as conn:
-            rows = conn.execute(stmt).all()
-        out = []
-        for row in rows:
-            m = row._mapping
-            review = Review(m["review_id"], m["id"], m["reviewer"], json.loads(m["labels"]), m["review_created_at"])
-            out.append((ReviewItem.from_row(row), review))
-        return out
+            return _review_pairs(conn.execute(stmt))
 
+    def reviewed_changed(self, feedback_id: int | None) -> tuple[list[tuple[ReviewItem, Review]], int]:
+        """``reviewed()`` of the traces with feedback stored after ``feedback_id``, and the newest
+        feedback id (``feedback_id`` when there is none; 0 in an empty table). None: no items,
+        only the newest id (where a reader starts).
+
+        A reviewed item changes only when late feedback raises its inclusion probability
+        (``enqueue_in``), in the transaction that stores the feedback: this is the "changed since"
+        of ``review.reviewed_cache``, read through the feedback key and ``review_items.trace_id``.
+        The newest id is read first: feedback committed between the two reads is read again next time.
+        """
+        f = feedback
+        after = -1 if feedback_id is None else feedback_id
+        with self._db.read() as conn:
+            newest = conn.execute(sa.select(sa.func.max(f.c.id)).where(f.c.id > after)).scalar_one()
+            newest = (feedback_id or 0) if newest is None else int(newest)
+            if feedback_id is None:
+                return [], newest
+            changed = sa.select(f.c.trace_id).where(f.c.id > feedback_id)
+            return _review_pairs(conn.execute(_first_reviews().where(review_items.c.trace_id.in_(changed)))), newest
 
     def paired_items(self, since: float | None = None) -> list[ReviewItem]:
         """Sampled shadow pairs stored whole (both halves), reviewed or not, oldest first."""
@@ -322,6 +326,28 @@ class ReviewQueue:
             stmt = stmt.where(t.c.created_at >= since)
         with self._db.read() as conn:
             return [ReviewItem.from_row(row) for row in conn.execute(stmt)]
+
+
+def _first_reviews() -> sa.Select:
+    """Reviewed items joined to their first review, oldest review first."""
+    t, r = review_items, reviews
+    other = reviews.alias("first_review")
+    first = sa.select(sa.func.min(other.c.id)).where(other.c.item_id == t.c.id).scalar_subquery()
+    return (
+        sa.select(t, r.c.id.label("review_id"), r.c.reviewer, r.c.labels, r.c.created_at.label("review_created_at"))
+        .join(r, r.c.item_id == t.c.id)
+        .where(r.c.id == first)
+        .order_by(r.c.created_at, r.c.id)
+    )
+
+
+def _review_pairs(rows: Iterable[Any]) -> list[tuple[ReviewItem, Review]]:
+    out = []
+    for row in rows:
+        m = row._mapping
+        review = Review(m["review_id"], m["id"], m["reviewer"], json.loads(m["labels"]), m["review_created_at"])
+        out.append((ReviewItem.from_row(row), review))
+    return out
 
 
 def _tenant_of(record: QueryRecord | dict[str, Any]) -> str | None:

@@ -314,6 +314,11 @@ class Store(CoordinationMethods, SessionMethods):
     ) -> list[tuple[ReviewItem, Review]]:
         return self._queue.reviewed(since, queue=queue, limit=limit)
 
+    def reviewed_changed(self, feedback_id: int | None) -> tuple[list[tuple[ReviewItem, Review]], int]:
+        """The reviewed items late feedback may have changed after ``feedback_id``, and the newest
+        feedback id (None: only that id); see ``ReviewQueue.reviewed_changed``."""
+        return self._queue.reviewed_changed(feedback_id)
+
     def paired_items(self, since: float | None = None) -> list[ReviewItem]:
         return self._queue.paired_items(since)
 

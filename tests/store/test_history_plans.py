@@ -1,9 +1,10 @@
 """No statement on a timer or a scrape scans history: every statement the scheduler's jobs
-(scoring, store pruning, claim expiry) and the scrape collectors (queue depth, latest drift run)
-send is captured on a real PostgreSQL holding a million rows in each history table (and a million
-scored-only items of the nested score sample, which stay queued for good), and its plan
-must neither Seq Scan a history table nor read a share of one in proportion to its size (no plan
-node expects more rows of it than five times the 2,000 items of work waiting)."""
+(scoring, store pruning, claim expiry) and the scrape collectors (queue depth, latest drift run,
+the reviewed items' incremental refresh) send is captured on a real PostgreSQL holding a million
+rows in each history table (and a million scored-only items of the nested score sample, which
+stay queued for good), and its plan must neither Seq Scan a history table nor read a share of one
+in proportion to its size (no plan node expects more rows of it than five times the 2,000 items
+of work waiting)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
+from rag_monitor.review.reviewed_cache import OVERLAP_S
 from rag_monitor.store import open_store
 
 pytestmark = pytest.mark.integration
@@ -72,6 +74,9 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
     try:
         with engine.begin() as conn:
             fill(conn, now)
+            # Late feedback on a hundred reviewed items, after the million (what the review cache reads).
+            conn.execute(sa.text("INSERT INTO feedback (trace_id, kind, time, key) SELECT lpad(to_hex(g), 32, '0'),"
+                                 " 'thumbs_down', :now, 'late' || g FROM generate_series(1, 100) g"), {"now": now})
         # The scorer's first batch after an upgrade walks the history once to place its mark.
         assert len(store.unscored_items(SCORER, limit=10)) == 10
 
@@ -96,6 +101,12 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
             assert store.prune_history(now=now) == {"review_items": 0, "scores": 0, "feedback": 0, "drift_runs": 0}
             store.prune_recent(now=now)
             store.prune_pending(now - 3600)
+            # The review collectors' incremental refresh (``ReviewedCache``): the reviews stored
+            # since the newest one less the overlap, the reviewed items of the latest feedback.
+            newest_review = now - OPEN + 1
+            assert len(store.reviewed(since=newest_review - OVERLAP_S)) == OVERLAP_S + 1
+            changed, newest = store.reviewed_changed(ROWS)  # the late feedback on 100 reviewed items
+            assert newest == ROWS + 100 and len(changed) == 100
         finally:
             sa.event.remove(engine, "before_cursor_execute", capture)
 

@@ -9,6 +9,7 @@ import pytest
 
 from rag_monitor.review.agreement import agreement_by_label, agreement_from_golden, cohen_kappa, item_agreement
 from rag_monitor.estimators import wilson
+from rag_monitor.record import QueryRecord
 from rag_monitor.review.rates import judged_rates
 
 
@@ -39,7 +40,8 @@ def test_agreement_per_label_and_per_item():
 def test_wilson_interval_and_weighted_rates():
     low, high = wilson(0.5, 10)
     assert (low, high) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4))
-    item = lambda w, **record: SimpleNamespace(weight=w, pair_trace_id=None, record={"release": "r", "variant": "v", **record})  # noqa: E731
+    item = lambda w, **record: SimpleNamespace(weight=w, pair_trace_id=None, query_record=QueryRecord(  # noqa: E731
+        trace_id="0" * 32, root_span_id="0" * 16, start_ns=0, end_ns=1, release="r", variant="v", **record))
     review = lambda **labels: SimpleNamespace(labels=labels)  # noqa: E731
     rates = judged_rates([(item(2.0), review(correct="yes")), (item(2.0), review(correct="no")),
                           (item(4.0, refused=True), review(refusal_appropriate="yes"))])
