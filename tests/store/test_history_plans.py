@@ -65,6 +65,7 @@ def fill(conn, now: float) -> None:
         conn.execute(sa.text(f"ANALYZE {table}"))
 
 
+@pytest.mark.timeout(1200)  # loads a million history rows per table: minutes on a busy machine
 def test_no_job_or_scrape_statement_scans_history(postgres_url):
     from rag_monitor.agent.drift.export import latest_tested
 
