@@ -2,11 +2,14 @@
 
 Each phase starts N ``rag-monitor agent`` processes on one PostgreSQL cluster on loopback, and per
 agent a load.py ``--hammer`` (keep-alive POSTers of SDK-encoded 20-query bodies, fresh trace ids
-per accepted request) for ``--duration`` seconds, at production settings: the shipped redaction
-rules, the shipped sampling (1% base rate, complaints, score_rate 10% within its budget), the
-shipped drift profiles with the real MiniLM embedder (``--no-drift`` to leave them out), the
-offline scorer in its worker (lexical-v1 without HHEM weights), the recent-records cache in time
-partitions with a short ttl (``--ttl``) so that slots are created and dropped within the run.
+per accepted request, a fresh question text per query while the documents repeat as popular chunks
+do) for ``--duration`` seconds, at production settings: the shipped redaction rules, the shipped
+sampling (1% base rate, complaints, score_rate 10% within its budget), the shipped drift profiles
+with the real MiniLM embedder (``--no-drift`` to leave them out), the offline scorer in its worker
+(lexical-v1 without HHEM weights), the recent-records cache in time partitions with a short ttl
+(``--ttl``) so that slots are created and dropped within the run. The store is fresh, so the drift
+references fill during the run: every query is embedded (its question; its documents' vectors are
+mostly known), as in a deployment's first 40,000 queries, and far fewer afterwards (Algorithm R).
 
 Per query it records: agent CPU (the agents' processes), PostgreSQL CPU (the server's processes,
 exited backends included), rows inserted (``pg_stat_user_tables``), table and index bytes grown
@@ -90,7 +93,8 @@ def phase(n_agents: int, server, tmp: str, args) -> dict:
     agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}"), settings) for i in range(n_agents)]
     pg = Postgres(server, database)
     try:
-        hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(args.duration), str(TRACES_PER_REQUEST)])
+        hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(args.duration), str(TRACES_PER_REQUEST),
+                          "--unique-queries"])
                    for a in agents]
         queries0 = sum(a.metrics().get("queries", 0) for a in agents)
         agent_cpu0 = [sum(a.ps.cpu_times()[:4]) for a in agents]
@@ -179,7 +183,8 @@ def main() -> None:
         "command": "python " + " ".join(["benchmarks/scale.py", *sys.argv[1:]]),
         "cpu_count": os.cpu_count(),
         "settings": {"duration_s": args.duration, "recent_ttl_s": args.ttl, "drift_profiles": not args.no_drift,
-                     "sampling": "shipped (base 1%, complaints, score_rate 10%)", "queries_per_request": TRACES_PER_REQUEST},
+                     "sampling": "shipped (base 1%, complaints, score_rate 10%)", "queries_per_request": TRACES_PER_REQUEST,
+                     "query_texts": "unique per query (documents repeat)"},
         "targets": TARGETS,
         "one_agent": one,
         "two_agents": two,
