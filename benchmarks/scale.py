@@ -12,12 +12,13 @@ references fill during the run: every query is embedded (its question; its docum
 mostly known), as in a deployment's first 40,000 queries, and far fewer afterwards (Algorithm R).
 
 Per query it records: agent CPU (the agents' processes), PostgreSQL CPU (the server's processes,
-exited backends included), rows inserted (``pg_stat_user_tables``), table and index bytes grown
+exited backends included, the benchmark's own sampling backend left out), rows inserted (``pg_stat_user_tables``), table and index bytes grown
 before the first slot expires, WAL bytes (``pg_current_wal_lsn``); and the hot tables' size
 sampled through the run (flat once slots are dropped). Then a capacity model: cores for agents
 and for PostgreSQL and disk per day at 1,000 and 10,000 queries/s.
 
     .venv/bin/python benchmarks/scale.py [--duration 300] [--ttl 60] [--threads 8]
+    .venv/bin/python benchmarks/scale.py --recapacity    # the capacity model again, from the results file
 """
 
 from __future__ import annotations
@@ -54,12 +55,17 @@ class Postgres:
         pid = int((server.datadir / "postmaster.pid").read_text().split()[0])
         self.postmaster = psutil.Process(pid)
         self.conn = psycopg.connect(f"host=127.0.0.1 port={server.port} user=postgres dbname={database}", autocommit=True)
+        self.own_backend = self.conn.info.backend_pid
+        """The backend serving ``counters``: its CPU is the benchmark's, not the agents' (sizing the
+        hot tables' partition trees every few seconds costs the server more than a few queries)."""
 
     def cpu_s(self) -> float:
         import psutil
 
         total = sum(self.postmaster.cpu_times()[:4])  # its own and its reaped children's
         for child in self.postmaster.children(recursive=True):
+            if child.pid == self.own_backend:
+                continue
             try:
                 total += sum(child.cpu_times()[:2])
             except psutil.NoSuchProcess:
@@ -144,16 +150,37 @@ def phase(n_agents: int, server, tmp: str, args) -> dict:
         pg.conn.close()
 
 
+DEFAULT_TTL_S = 3600
+"""The shipped ``recent_ttl_s``: how long the hot tables hold each query."""
+
+
+def history_bytes_per_query(one: dict) -> float | None:
+    """Bytes the history tables (everything but the hot ones) grew per query over the run: the
+    slope of (all tables' growth - the hot tables' size) between the first and the last sample."""
+    samples = [s for s in one["hot_samples"] if s["queries"]]
+    if len(samples) < 2 or samples[-1]["queries"] <= samples[0]["queries"]:
+        return None
+    rest = [(s["data_mb"] - s["hot_mb"]) * 2**20 for s in (samples[0], samples[-1])]
+    return max(0.0, (rest[1] - rest[0]) / (samples[-1]["queries"] - samples[0]["queries"]))
+
+
 def capacity(one: dict, rate: int) -> dict:
-    """Cores and disk at ``rate`` queries/s from the measured cost per query (cores at 70% busy)."""
-    wal_gb_day = one["wal_bytes_per_query"] * rate * 86400 / 1e9
+    """Cores and disk at ``rate`` queries/s from the measured cost per query (cores at 70% busy):
+    WAL written per day, history tables grown per day (kept ``history_retention_days``), and the
+    hot tables' size at the shipped ttl (flat: their partitions are dropped whole)."""
+    history = history_bytes_per_query(one)
     return {
         "queries_per_s": rate,
         "agent_cores": round(one["agent_cpu_us_per_query"] * rate / 1e6 / 0.7, 1),
         "postgres_cores": round(one["postgres_cpu_us_per_query"] * rate / 1e6 / 0.7, 1),
-        "wal_gb_per_day": round(wal_gb_day, 1),
+        "wal_gb_per_day": round(one["wal_bytes_per_query"] * rate * 86400 / 1e9, 1),
+        "history_gb_per_day": round(history * rate * 86400 / 1e9, 1) if history is not None else None,
         "hot_table_gb_per_hour_of_ttl": round((one["data_bytes_per_query"] or 0) * rate * 3600 / 1e9, 2),
+        "hot_tables_gb_at_default_ttl": round((one["data_bytes_per_query"] or 0) * rate * DEFAULT_TTL_S / 1e9, 1),
     }
+
+
+RATES = (1_000, 10_000)
 
 
 def main() -> None:
@@ -164,7 +191,13 @@ def main() -> None:
     parser.add_argument("--ttl", type=int, default=60, help="recent_ttl_s: slots of max(60, ttl/6) s expire within the run")
     parser.add_argument("--threads", type=int, default=8, help="concurrent POSTers per agent")
     parser.add_argument("--no-drift", action="store_true", help="leave the drift profiles out")
+    parser.add_argument("--recapacity", action="store_true", help="recompute the capacity model of the existing results file")
     args = parser.parse_args()
+    if args.recapacity:
+        result = json.loads(RESULTS.read_text())
+        result["capacity"] = [capacity(result["one_agent"], rate) for rate in RATES]
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        return print(json.dumps(result["capacity"], indent=2))
     root = traversable_tmpdir("rag-monitor-scale-pg-")
     server = PostgresServer(root)
     server.start()
@@ -189,7 +222,7 @@ def main() -> None:
         "one_agent": one,
         "two_agents": two,
         "two_agents_cpu_ratio": round(two["agent_cpu_us_per_query"] / one["agent_cpu_us_per_query"], 3),
-        "capacity": [capacity(one, rate) for rate in (1_000, 10_000)],
+        "capacity": [capacity(one, rate) for rate in RATES],
         "note": "CPU per query, not throughput, is what scales on this 2-core machine shared with the load "
                 "generators (and, when measured, other work: see loadavg_1m_end).",
     }
