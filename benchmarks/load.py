@@ -131,9 +131,17 @@ def generate(endpoint: str, rate: float, duration: float, burst: int, period: fl
 # --- raw OTLP payloads (probe and overload) ---------------------------------------------------
 
 class PayloadFactory:
-    """An SDK-encoded ExportTraceServiceRequest of ``traces`` queries; fresh trace ids per call."""
+    """An SDK-encoded ExportTraceServiceRequest of ``traces`` queries; fresh trace ids per call.
 
-    def __init__(self, traces: int):
+    ``unique_queries``: each query's text also fresh per call (a 7-letter token patched in place),
+    as a production app's questions are, while the documents repeat (popular chunks): the text
+    caches (redaction's clean texts, the drift feed's vectors) then see real traffic's hits only.
+    """
+
+    FIRST_QUERY = 10**6
+    """Query numbers of 7 digits: the same width in every text, so a token fits in place."""
+
+    def __init__(self, traces: int, unique_queries: bool = False):
         import rag_monitor
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -141,7 +149,7 @@ class PayloadFactory:
         exporter = InMemorySpanExporter()
         monitor = rag_monitor.init(service_name="load-probe", span_exporter=exporter, batch=False, release="load")
         for i in range(traces):
-            run_query(monitor, i)
+            run_query(monitor, self.FIRST_QUERY + i if unique_queries else i)
         request = encode_spans(exporter.get_finished_spans())
         spans = [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
         self.n_spans = len(spans)
@@ -152,6 +160,8 @@ class PayloadFactory:
         self.template = request.SerializeToString()
         self.offsets = [[m.start() for m in re.finditer(re.escape(trace_id), self.template)]
                         for trace_id in {span.trace_id for span in spans}]
+        self.query_offsets = [[m.start() + 2 for m in re.finditer(re.escape(f"(#{self.FIRST_QUERY + i})".encode()), self.template)]
+                              for i in range(traces)] if unique_queries else []
 
     def body(self) -> bytes:
         out = bytearray(self.template)
@@ -159,6 +169,10 @@ class PayloadFactory:
             fresh = os.urandom(16)
             for at in offsets:
                 out[at : at + 16] = fresh
+        for offsets in self.query_offsets:  # letters: no digits for the redaction rules to look at
+            token = bytes(random.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(7))
+            for at in offsets:
+                out[at : at + 7] = token
         return bytes(out)
 
 
@@ -169,9 +183,9 @@ def post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, dict[str, 
     return response.status, {k.lower(): v for k, v in response.getheaders()}
 
 
-def hammer(port: int, threads: int, duration: float, traces_per_request: int) -> None:
+def hammer(port: int, threads: int, duration: float, traces_per_request: int, unique_queries: bool = False) -> None:
     """Child process: ``threads`` concurrent keep-alive POSTers of ``traces_per_request``-trace bodies."""
-    factory = PayloadFactory(traces_per_request)
+    factory = PayloadFactory(traces_per_request, unique_queries)
     lock = threading.Lock()
     results: list[tuple[int, float, bool]] = []
     errors: dict[str, int] = {}
@@ -459,6 +473,7 @@ def main() -> None:
     parser.add_argument("--overload-s", type=float, default=12.0)
     parser.add_argument("--generate", nargs=4, type=float, metavar=("RATE", "DURATION", "BURST", "PERIOD"))
     parser.add_argument("--hammer", nargs=4, type=float, metavar=("PORT", "THREADS", "DURATION", "TRACES"))
+    parser.add_argument("--unique-queries", action="store_true", help="--hammer: a fresh text per query (PayloadFactory)")
     parser.add_argument("--endpoint")
     parser.add_argument("--reconclude", action="store_true", help="recompute the conclusions of the existing results file")
     args = parser.parse_args()
@@ -472,7 +487,7 @@ def main() -> None:
         return generate(args.endpoint, rate, duration, int(burst), period)
     if args.hammer:
         port, threads, duration, traces = args.hammer
-        return hammer(int(port), int(threads), duration, int(traces))
+        return hammer(int(port), int(threads), duration, int(traces), args.unique_queries)
 
     import psutil
 

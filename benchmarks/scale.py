@@ -2,19 +2,23 @@
 
 Each phase starts N ``rag-monitor agent`` processes on one PostgreSQL cluster on loopback, and per
 agent a load.py ``--hammer`` (keep-alive POSTers of SDK-encoded 20-query bodies, fresh trace ids
-per accepted request) for ``--duration`` seconds, at production settings: the shipped redaction
-rules, the shipped sampling (1% base rate, complaints, score_rate 10% within its budget), the
-shipped drift profiles with the real MiniLM embedder (``--no-drift`` to leave them out), the
-offline scorer in its worker (lexical-v1 without HHEM weights), the recent-records cache in time
-partitions with a short ttl (``--ttl``) so that slots are created and dropped within the run.
+per accepted request, a fresh question text per query while the documents repeat as popular chunks
+do) for ``--duration`` seconds, at production settings: the shipped redaction rules, the shipped
+sampling (1% base rate, complaints, score_rate 10% within its budget), the shipped drift profiles
+with the real MiniLM embedder (``--no-drift`` to leave them out), the offline scorer in its worker
+(lexical-v1 without HHEM weights), the recent-records cache in time partitions with a short ttl
+(``--ttl``) so that slots are created and dropped within the run. The store is fresh, so the drift
+references fill during the run: every query is embedded (its question; its documents' vectors are
+mostly known), as in a deployment's first 40,000 queries, and far fewer afterwards (Algorithm R).
 
 Per query it records: agent CPU (the agents' processes), PostgreSQL CPU (the server's processes,
-exited backends included), rows inserted (``pg_stat_user_tables``), table and index bytes grown
+exited backends included, the benchmark's own sampling backend left out), rows inserted (``pg_stat_user_tables``), table and index bytes grown
 before the first slot expires, WAL bytes (``pg_current_wal_lsn``); and the hot tables' size
 sampled through the run (flat once slots are dropped). Then a capacity model: cores for agents
 and for PostgreSQL and disk per day at 1,000 and 10,000 queries/s.
 
     .venv/bin/python benchmarks/scale.py [--duration 300] [--ttl 60] [--threads 8]
+    .venv/bin/python benchmarks/scale.py --recapacity    # the capacity model again, from the results file
 """
 
 from __future__ import annotations
@@ -51,12 +55,17 @@ class Postgres:
         pid = int((server.datadir / "postmaster.pid").read_text().split()[0])
         self.postmaster = psutil.Process(pid)
         self.conn = psycopg.connect(f"host=127.0.0.1 port={server.port} user=postgres dbname={database}", autocommit=True)
+        self.own_backend = self.conn.info.backend_pid
+        """The backend serving ``counters``: its CPU is the benchmark's, not the agents' (sizing the
+        hot tables' partition trees every few seconds costs the server more than a few queries)."""
 
     def cpu_s(self) -> float:
         import psutil
 
         total = sum(self.postmaster.cpu_times()[:4])  # its own and its reaped children's
         for child in self.postmaster.children(recursive=True):
+            if child.pid == self.own_backend:
+                continue
             try:
                 total += sum(child.cpu_times()[:2])
             except psutil.NoSuchProcess:
@@ -90,7 +99,8 @@ def phase(n_agents: int, server, tmp: str, args) -> dict:
     agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}"), settings) for i in range(n_agents)]
     pg = Postgres(server, database)
     try:
-        hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(args.duration), str(TRACES_PER_REQUEST)])
+        hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(args.duration), str(TRACES_PER_REQUEST),
+                          "--unique-queries"])
                    for a in agents]
         queries0 = sum(a.metrics().get("queries", 0) for a in agents)
         agent_cpu0 = [sum(a.ps.cpu_times()[:4]) for a in agents]
@@ -140,16 +150,37 @@ def phase(n_agents: int, server, tmp: str, args) -> dict:
         pg.conn.close()
 
 
+DEFAULT_TTL_S = 3600
+"""The shipped ``recent_ttl_s``: how long the hot tables hold each query."""
+
+
+def history_bytes_per_query(one: dict) -> float | None:
+    """Bytes the history tables (everything but the hot ones) grew per query over the run: the
+    slope of (all tables' growth - the hot tables' size) between the first and the last sample."""
+    samples = [s for s in one["hot_samples"] if s["queries"]]
+    if len(samples) < 2 or samples[-1]["queries"] <= samples[0]["queries"]:
+        return None
+    rest = [(s["data_mb"] - s["hot_mb"]) * 2**20 for s in (samples[0], samples[-1])]
+    return max(0.0, (rest[1] - rest[0]) / (samples[-1]["queries"] - samples[0]["queries"]))
+
+
 def capacity(one: dict, rate: int) -> dict:
-    """Cores and disk at ``rate`` queries/s from the measured cost per query (cores at 70% busy)."""
-    wal_gb_day = one["wal_bytes_per_query"] * rate * 86400 / 1e9
+    """Cores and disk at ``rate`` queries/s from the measured cost per query (cores at 70% busy):
+    WAL written per day, history tables grown per day (kept ``history_retention_days``), and the
+    hot tables' size at the shipped ttl (flat: their partitions are dropped whole)."""
+    history = history_bytes_per_query(one)
     return {
         "queries_per_s": rate,
         "agent_cores": round(one["agent_cpu_us_per_query"] * rate / 1e6 / 0.7, 1),
         "postgres_cores": round(one["postgres_cpu_us_per_query"] * rate / 1e6 / 0.7, 1),
-        "wal_gb_per_day": round(wal_gb_day, 1),
+        "wal_gb_per_day": round(one["wal_bytes_per_query"] * rate * 86400 / 1e9, 1),
+        "history_gb_per_day": round(history * rate * 86400 / 1e9, 1) if history is not None else None,
         "hot_table_gb_per_hour_of_ttl": round((one["data_bytes_per_query"] or 0) * rate * 3600 / 1e9, 2),
+        "hot_tables_gb_at_default_ttl": round((one["data_bytes_per_query"] or 0) * rate * DEFAULT_TTL_S / 1e9, 1),
     }
+
+
+RATES = (1_000, 10_000)
 
 
 def main() -> None:
@@ -160,7 +191,13 @@ def main() -> None:
     parser.add_argument("--ttl", type=int, default=60, help="recent_ttl_s: slots of max(60, ttl/6) s expire within the run")
     parser.add_argument("--threads", type=int, default=8, help="concurrent POSTers per agent")
     parser.add_argument("--no-drift", action="store_true", help="leave the drift profiles out")
+    parser.add_argument("--recapacity", action="store_true", help="recompute the capacity model of the existing results file")
     args = parser.parse_args()
+    if args.recapacity:
+        result = json.loads(RESULTS.read_text())
+        result["capacity"] = [capacity(result["one_agent"], rate) for rate in RATES]
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        return print(json.dumps(result["capacity"], indent=2))
     root = traversable_tmpdir("rag-monitor-scale-pg-")
     server = PostgresServer(root)
     server.start()
@@ -179,12 +216,13 @@ def main() -> None:
         "command": "python " + " ".join(["benchmarks/scale.py", *sys.argv[1:]]),
         "cpu_count": os.cpu_count(),
         "settings": {"duration_s": args.duration, "recent_ttl_s": args.ttl, "drift_profiles": not args.no_drift,
-                     "sampling": "shipped (base 1%, complaints, score_rate 10%)", "queries_per_request": TRACES_PER_REQUEST},
+                     "sampling": "shipped (base 1%, complaints, score_rate 10%)", "queries_per_request": TRACES_PER_REQUEST,
+                     "query_texts": "unique per query (documents repeat)"},
         "targets": TARGETS,
         "one_agent": one,
         "two_agents": two,
         "two_agents_cpu_ratio": round(two["agent_cpu_us_per_query"] / one["agent_cpu_us_per_query"], 3),
-        "capacity": [capacity(one, rate) for rate in (1_000, 10_000)],
+        "capacity": [capacity(one, rate) for rate in RATES],
         "note": "CPU per query, not throughput, is what scales on this 2-core machine shared with the load "
                 "generators (and, when measured, other work: see loadavg_1m_end).",
     }

@@ -9,6 +9,7 @@ snapshot. PostgreSQL (``postgresql+psycopg://``) is the shared store for several
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,10 +61,10 @@ class Database:
                 parsed = parsed.set(drivername="postgresql+psycopg")
             self.engine = sa.create_engine(
                 parsed,
-                pool_pre_ping=True,  # a PostgreSQL restart leaves dead pooled connections
                 pool_timeout=connect_timeout_s,
                 connect_args={"connect_timeout": max(1, round(connect_timeout_s))},
             )
+            _ping_when_idle(self.engine)
         else:
             raise ValueError(f"unsupported store URL {parsed.render_as_string(hide_password=True)!r}: "
                              "use sqlite:///path or postgresql+psycopg://user@host/db")
@@ -118,6 +119,37 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+PING_IDLE_S = 1.0
+"""A pooled PostgreSQL connection idle this long is pinged before use."""
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """``pool_pre_ping``, only for connections that sat idle ``PING_IDLE_S`` or longer.
+
+    A PostgreSQL restart leaves dead pooled connections: a ping finds them before a request
+    does. A connection back in the pool a moment ago has been through the server just now, and
+    at production rates every connection is: pinging it too added a round trip (and the
+    server's work) to every transaction, two per ingest request. A restart inside that moment
+    fails one transaction (503, which exporters retry) and the pool drops every connection
+    opened before it (SQLAlchemy's disconnect handling).
+    """
+    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "checkin")
+    def _used(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info["checked_in_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        last = record.info.get("checked_in_at")
+        if last is not None and time.monotonic() - last < PING_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # noqa: BLE001 - any failure: a new connection (the pool retries)
+            raise sa_exc.DisconnectionError(f"stale pooled connection: {exc}") from exc
 
 
 WAL_AUTOCHECKPOINT_PAGES = 10_000

@@ -60,17 +60,20 @@ def _text(blob: bytes) -> bytes:
 
 
 def _walk(node: Any, contents: dict[str, str]) -> None:
-    if isinstance(node, dict):
+    # ``node``: a dict or a list from orjson. Only containers are visited: a record is mostly
+    # strings and numbers (vectors included), and a call per leaf was most of the walk's cost.
+    if type(node) is dict:
         content = node.get("content")
-        if "id" in node and isinstance(content, str) and len(content) >= MIN_SHARED:
+        if "id" in node and type(content) is str and len(content) >= MIN_SHARED:
             key = content_hash(content)
             contents[key] = content
             del node["content"]
             node[_REF] = key
-        for value in node.values():
-            _walk(value, contents)
-    elif isinstance(node, list):
-        for value in node:
+        children = node.values()
+    else:
+        children = node
+    for value in children:
+        if type(value) is dict or type(value) is list:
             _walk(value, contents)
 
 

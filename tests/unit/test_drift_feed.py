@@ -11,7 +11,7 @@ import pytest
 from rag_monitor.agent.drift.feed import DriftFeed
 from rag_monitor.agent.drift.runs import run_profile
 from rag_monitor.detectors.profiles import DriftProfile
-from rag_monitor.record import QueryRecord
+from rag_monitor.record import Document, QueryRecord
 from rag_monitor.store import open_store
 
 HOUR = 3600.0
@@ -211,3 +211,37 @@ def test_replicas_reservoirs_hold_the_slots_sample():
     assert len(union) == 300 and sorted(ids[i] for i in smallest_hashes(ids, 100)) == sorted(union[i] for i in smallest_hashes(union, 100))
     replicas[0].offer(10.0, "late", "late")  # its slot was released: counted late, not sampled
     assert replicas[0].late == 1 and replicas[0].release(2 * HOUR) == []
+
+
+def test_each_distinct_text_is_embedded_once_and_items_are_unchanged(tmp_path):
+    """Popular chunks repeat across queries and ticks: each distinct text goes to the embedder once,
+    and the items (the query's vector; the mean of its documents') are those of embedding every text."""
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    profiles = [DriftProfile(name, signal, "mmd", reference_size=100, current_size=50, min_current=10,
+                             current_max_age_s=None, interval_s=1, reference_days=None, page_threshold=5.0)
+                for name, signal in (("q", "query_embedding"), ("d", "document_embedding"))]
+    sent = []
+
+    def embedder(texts):  # a text's vector depends on the text alone
+        sent.extend(texts)
+        return np.array([[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts], dtype=np.float32)
+
+    feed = DriftFeed(store, profiles, embedder=embedder, embedding_model="m", clock=lambda: 10.0)
+    docs = [f"chunk {k} " * 20 for k in range(4)]
+
+    def query(i: int) -> QueryRecord:
+        return QueryRecord(trace_id=f"{i:032x}", root_span_id="1" * 16, start_ns=int(1e9), end_ns=1,
+                           query=f"question {i % 3}", delivered=[Document(f"d{k}", content=docs[(i + k) % 4]) for k in range(3)])
+
+    feed.offer([query(i) for i in range(6)])
+    feed.tick()
+    feed.offer([query(i) for i in range(6, 12)])
+    feed.tick()
+    assert sorted(sent) == sorted({f"question {i}" for i in range(3)} | set(docs))  # each once, over two ticks
+    vectors, ids = store.reservoir_get("document_embedding", "reference")
+    for trace_id, vector in zip(ids, vectors):
+        i = int(trace_id, 16)
+        expected = np.asarray(embedder([docs[(i + k) % 4] for k in range(3)]), dtype=np.float64).mean(axis=0)
+        assert np.allclose(vector, expected / np.linalg.norm(expected), atol=1e-6)
+    assert len(ids) == 12
+    store.close()

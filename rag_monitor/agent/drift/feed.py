@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -56,6 +57,9 @@ from rag_monitor.detectors.sampling import IntervalReservoir, ReferencePresample
 from rag_monitor.record import QueryRecord
 
 log = logging.getLogger(__name__)
+
+EMBEDDING_CACHE_ENTRIES = 8192
+"""Vectors kept by text digest (384 floats: about 13 MB at MiniLM's size), cleared whole when full."""
 
 @dataclass(frozen=True)
 class _Observation:
@@ -169,6 +173,8 @@ class DriftFeed:
         self._reference: dict[str, _ReferenceState] = {}
         self._pending_reference: dict[str, collections.deque] = {signal: collections.deque() for signal in self.signals}
         self._counts: collections.Counter = collections.Counter()  # (signal, window, sampled|skipped) -> n
+        self._embedded: dict[bytes, object] = {}
+        """Vectors of recently embedded texts by digest (``_embed``); the embedding model is fixed per feed."""
 
     # --- ingest side: O(log window) per record, no store access after the first call -------------
 
@@ -292,8 +298,6 @@ class DriftFeed:
     def _vectors(self, signal: str, taken: list[_Observation]):
         from rag_monitor.store import ReservoirItem
 
-        import numpy as np
-
         out, texts, owners = [], [], []
         for o in taken:
             if signal == SIGNAL_QUERY_EMBEDDING:
@@ -309,7 +313,7 @@ class DriftFeed:
                     texts.extend(o.documents)
                     owners.extend([o] * len(o.documents))
         if texts and self.embedder is not None:
-            vectors = np.asarray(self.embedder(texts), dtype=np.float32)
+            vectors = self._embed(texts)
             by_query: dict[int, list] = collections.defaultdict(list)
             for o, v in zip(owners, vectors):
                 by_query[id(o)].append(v)
@@ -319,6 +323,24 @@ class DriftFeed:
                     seen.add(id(o))
                     out.append((o.release, ReservoirItem(o.trace_id, vector=query_unit(by_query[id(o)]), model=self.embedding_model, added_at=o.time)))
         return out
+
+    def _embed(self, texts: list[str]):
+        """One vector per text; each distinct text embedded once. Popular chunks repeat across the
+        queries of a batch and across batches (and while a reference fills, every query is
+        embedded): the vectors of recent texts are kept, by the text's digest, for the same model."""
+        import numpy as np
+
+        keys = [hashlib.blake2b(t.encode(), digest_size=16).digest() for t in texts]
+        missing = {k: t for k, t in zip(keys, texts) if k not in self._embedded}
+        if missing:
+            fresh = np.asarray(self.embedder(list(missing.values())), dtype=np.float32)
+            if len(self._embedded) + len(missing) > EMBEDDING_CACHE_ENTRIES:
+                self._embedded.clear()
+            self._embedded.update(zip(missing, fresh))
+            known = dict(zip(missing, fresh))  # this batch's, even when the cache could not hold them
+        else:
+            known = {}
+        return [known[k] if k in known else self._embedded[k] for k in keys]
 
     def reference_spec(self, signal: str) -> dict:
         """The signal's reference definition: set from the CLI, else its first profile's default."""
