@@ -138,14 +138,14 @@ class RegenerationDetector:
                     before[a.session_id] = (SessionQuery(a.start_ns, [], a.trace_id, a.labels), words[a.trace_id])
             return [q.trace_id for q in found]
 
-        _, claimed = self.store.check_session_windows(latest, reasked)
+        _, claimed = self.store.session_windows.check(latest, reasked)
         return found, claimed, follow_ups
 
     def prune(self) -> int:
         """Forget idle sessions and old claims; returns how many sessions were forgotten."""
         now = self.clock()
-        self.store.prune_regenerated(now - self.claim_ttl_s)
-        return self.store.prune_session_windows(now - self.window_s)
+        self.store.session_windows.prune_regenerated(now - self.claim_ttl_s)
+        return self.store.session_windows.prune(now - self.window_s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,7 +109,7 @@ def build_ingest(agent: Agent) -> None:
             agent.forwarder.submit, ForwardPolicy.from_settings(s),
             on_trace=lambda reason: agent.metrics.forwarded_traces.labels(reason).inc(),
             on_spans=lambda outcome, n: agent.metrics.forwarded_spans.labels(outcome).inc(n),
-            recent=agent.store.get_recent,
+            recent=agent.store.recent.get,
         )
     assembler = TraceAssembler.from_limits(agent.limits)
     agent.freshness = FreshnessTracker(agent.store, agent.metrics, assembler.settings.document_committed_at_metadata_keys,

@@ -64,7 +64,7 @@ class ReleaseLabels:
         """Re-read each service's newest releases from the store; export exactly those."""
         # Read and apply as one step: an older read applied after a newer one would drop a release.
         with self._refreshing:
-            self.apply(store.latest_releases(self.keep))
+            self.apply(store.releases.latest(self.keep))
 
     def apply(self, latest) -> None:
         """Label and export exactly ``latest`` (``Release`` rows: each service's newest)."""

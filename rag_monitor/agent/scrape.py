@@ -60,7 +60,7 @@ class ReviewStatsCollector(Collector):
             now = self.clock()
             horizon = now - self.window_s
             since = max(horizon, self._newest - OVERLAP_S) if self._newest else horizon
-            new = [(item, review) for item, review in self.store.reviewed(since=since)
+            new = [(item, review) for item, review in self.store.queue.reviewed(since=since)
                    if review.id not in self._counted]
             self.rows_read += len(new)
             for item, review in new:
@@ -128,7 +128,7 @@ class StoreGauges:
 
     def refresh(self) -> None:
         try:
-            for state, n in self.store.queue_depth().items():
+            for state, n in self.store.queue.depth().items():
                 self.metrics.review_queue_depth.labels(state).set(n)
             for profile in self.profiles:
                 self._export_drift(profile)

@@ -99,8 +99,8 @@ class Agent:
                 prune_batch_rows=s.prune_batch_rows,
                 busy_timeout_s=s.store_timeout_s, connect_timeout_s=s.store_timeout_s,
             )
-            self.store.prepare_recent()
-            self.jobs.try_lock = self.store.try_lock
+            self.store.recent.prepare()
+            self.jobs.try_lock = self.store.locks.try_lock
             build_drift(self)
             build_ingest(self)
             self._build_review()
@@ -229,10 +229,10 @@ class Agent:
 
     def prune_store(self) -> None:
         """Store-wide clean-up (the ``store_pruning`` job, one replica at a time)."""
-        self.store.prune_recent()
+        self.store.recent.prune()
         self.regeneration.prune()
         self.review_app.throttle.prune()
-        deleted = {table: n for table, n in self.store.prune_history().items() if n}
+        deleted = {table: n for table, n in self.store.retention.prune().items() if n}
         if deleted:
             log.info("history past retention deleted: %s", deleted)
 

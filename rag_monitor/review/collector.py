@@ -59,13 +59,13 @@ class ReviewMetricsCollector(Collector):
             if at and time.monotonic() - at <= self.cache_s:
                 return snap
             since = time.time() - self.window_s
-            reviewed = self.store.reviewed(since=since)
+            reviewed = self.store.queue.reviewed(since=since)
             snap = _Snapshot(
                 rates=judged_rates(reviewed, self.release_label),
-                agreement=agreement_by_label(self.store.all_reviews([item.id for item, _ in reviewed])),
-                progress=self.store.reviewer_progress(),
+                agreement=agreement_by_label(self.store.review.all_reviews([item.id for item, _ in reviewed])),
+                progress=self.store.review.reviewer_progress(),
                 signals=signal_associations(
-                    reviewed, self.store.feedback_for_traces(item.trace_id for item, _ in reviewed), self.release_label),
+                    reviewed, self.store.feedback.for_traces(item.trace_id for item, _ in reviewed), self.release_label),
             )
             self._cached = (time.monotonic(), snap)
             return snap

@@ -96,11 +96,11 @@ class UnsupportedRateCollector(Collector):
             now = self.clock()
             if now - at < self.cache_s:
                 return cached
-            reviewed = self.store.reviewed(since=now - self.window_s)
-            scores = self.store.scores_for_traces(item.trace_id for item, _ in reviewed)
+            reviewed = self.store.queue.reviewed(since=now - self.window_s)
+            scores = self.store.scores.for_traces(item.trace_id for item, _ in reviewed)
             label = self.release_label
             rates = [r for scorer in self.scorers()
-                     for r in unsupported_rates(reviewed, scores, self.store.score_sums(scorer), scorer, label)]
+                     for r in unsupported_rates(reviewed, scores, self.store.scores.sums(scorer), scorer, label)]
             self._cached = (now, rates)
             return rates
 

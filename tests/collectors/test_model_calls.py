@@ -183,7 +183,7 @@ def test_hidden_records_are_not_embedded_for_drift(tmp_path):
         hidden.query_embedding = [0.5, 0.5]  # a vector of hidden content is not used either
         feed.offer([hidden])
         feed.tick()
-        assert embedded == [] and store.reservoir_info("query_embedding", "current") is None
+        assert embedded == [] and store.reservoirs.info("query_embedding", "current") is None
         visible = _hidden_query_records(CaptureConfig())[0]
         feed.offer([visible])
         feed.tick()

@@ -73,7 +73,7 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
         with engine.begin() as conn:
             fill(conn, now)
         # The scorer's first batch after an upgrade walks the history once to place its mark.
-        assert len(store.unscored_items(SCORER, limit=10)) == 10
+        assert len(store.scores.unscored_items(SCORER, limit=10)) == 10
 
         statements: list[tuple[str, object]] = []
 
@@ -83,19 +83,19 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
         sa.event.listen(engine, "before_cursor_execute", capture)
         try:
             # The scoring job, the scrape collectors, the store_pruning and expiry jobs.
-            store.unscored_items(SCORER, limit=100)
-            assert store.scorer_backlog(SCORER) == WORK
-            depth = store.queue_depth()
+            store.scores.unscored_items(SCORER, limit=100)
+            assert store.scores.backlog(SCORER) == WORK
+            depth = store.queue.depth()
             assert depth == {"queued": OPEN, "claimed": 0, "reviewed": ROWS - OPEN}
-            store.release_expired_claims()
+            store.queue.release_expired_claims()
 
             class Profile:
                 name = "p0"
 
             assert latest_tested(store, Profile()) is not None
-            assert store.prune_history(now=now) == {"review_items": 0, "scores": 0, "feedback": 0, "drift_runs": 0}
-            store.prune_recent(now=now)
-            store.prune_pending(now - 3600)
+            assert store.retention.prune(now=now) == {"review_items": 0, "scores": 0, "feedback": 0, "drift_runs": 0}
+            store.recent.prune(now=now)
+            store.ingest.prune_pending(now - 3600)
         finally:
             sa.event.remove(engine, "before_cursor_execute", capture)
 
