@@ -126,7 +126,7 @@ class IngestWriter:
         written.late = [pair for pair, e in zip(written.late, events) if (e.trace_id, e.key) in new]
         if written.outcome.first_seen:
             self.releases.noted(written.outcome.first_seen)
-            self.releases.refresh(self.store)
+            self.releases.refresh(self.store.releases)
         skipped = written.outcome.skipped
         # Counted once: a trace whose record was stored already (an exporter's retry, on this
         # replica or another) is not counted, scored for drift or checked for re-asks again.

@@ -205,7 +205,7 @@ class Agent:
 
     def _build_probes(self) -> None:
         s = self.settings
-        self.probe_exporter = ProbeExporter(self.store, self.metrics)
+        self.probe_exporter = ProbeExporter(self.store.probes, self.metrics)
         self.probe_runner = self.probe_retriever = None
         if not s.probes_url:
             if s.probes_path:
@@ -216,7 +216,7 @@ class Agent:
         probes = load_probe_set(s.probes_path, k=s.probes_k, limit=s.probes_golden_limit)
         self.probe_retriever = HttpRetriever(s.probes_url, timeout_s=s.probes_timeout_s)
         self.probe_runner = ProbeRunner(
-            self.store, probes, self.probe_retriever, concurrency=s.probes_concurrency, rbo_p=s.probes_rbo_p,
+            self.store.probes, probes, self.probe_retriever, concurrency=s.probes_concurrency, rbo_p=s.probes_rbo_p,
             on_query=self.metrics.probe_queries.inc, on_error=lambda reason: self.metrics.probe_errors.labels(reason).inc(),
         )
         log.info("neighbour-stability probes: %d probes against %s every %g s", len(probes),

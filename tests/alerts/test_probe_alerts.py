@@ -50,7 +50,7 @@ def test_an_unannounced_reshuffle_pages_an_announced_one_waits_and_a_pin_resolve
             # `rag-monitor probes pin` after the intended change:
             retriever = HttpRetriever(hook.url)
             try:
-                ProbeRunner(agent.store, load_probe_set(probe_set, k=4), retriever).pin()
+                ProbeRunner(agent.store.probes, load_probe_set(probe_set, k=4), retriever).pin()
             finally:
                 retriever.close()
             resolved = stack.webhook.wait_for_alert(

@@ -35,7 +35,7 @@ def test_count_reference_non_overlapping_windows_and_a_model_change(tmp_path):
                              current_max_age_s=None, interval_s=1, reference_days=None)]
     resets = []
     now = [100.0]
-    feed = DriftFeed(store, profiles, embedder=None, on_reset=lambda signal, model: resets.append((signal, model)),
+    feed = DriftFeed(store.reservoirs, profiles, embedder=None, on_reset=lambda signal, model: resets.append((signal, model)),
                      clock=lambda: now[0])
     feed.offer(records(0, 60, "model-a", t0=100.0, spacing=0.01))
     feed.tick()
@@ -76,7 +76,7 @@ def test_period_reference_with_a_daily_cycle_and_document_unit_is_the_query(tmp_
                            current_max_age_s=None, interval_s=HOUR, reference_days=1.0, options={"n_permutations": 99},
                            page_threshold=100)
     now = [0.0]
-    feed = DriftFeed(store, [profile], embedder=None, clock=lambda: now[0])
+    feed = DriftFeed(store.reservoirs, [profile], embedder=None, clock=lambda: now[0])
 
     def hour_of_traffic(hour: int, shift: float = 0.0):
         # the topic depends on the hour of the day: a strong daily cycle
@@ -157,7 +157,7 @@ def test_windows_cover_the_interval_at_a_rate_the_feed_cannot_embed_in_full(tmp_
         return lambda signal, window, n: counted[kind].__setitem__(window, counted[kind].get(window, 0) + n)
 
     now = [0.0]
-    feed = DriftFeed(store, [profile], embedder=embedder, embedding_model="m", on_sampled=count("sampled"),
+    feed = DriftFeed(store.reservoirs, [profile], embedder=embedder, embedding_model="m", on_sampled=count("sampled"),
                      on_skipped=count("skipped"), clock=lambda: now[0], seed=1)
     rng = np.random.default_rng(3)
     per_day, mixes, times, results = 10_000, [], [], []

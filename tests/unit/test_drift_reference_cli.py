@@ -49,7 +49,7 @@ def test_reference_show_set_reset(tmp_path, capsys):
     assert "intent: the first 7 days (profile default" in capsys.readouterr().out
     profile = load_profiles(tmp_path / "profiles.yaml")[0]
     now = [1_800_000_000.0]
-    feed = DriftFeed(store, [profile], clock=lambda: now[0])
+    feed = DriftFeed(store.reservoirs, [profile], clock=lambda: now[0])
     feed.offer(records(40, now[0]))
     now[0] += 60  # the slot is over: its window is written
     feed.tick()

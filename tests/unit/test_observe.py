@@ -53,7 +53,7 @@ def sqlite_store(tmp_path):
 def detector_counting(store, **kwargs):
     counted: list[tuple[str, str]] = []
     unchecked = [0]
-    detector = RegenerationDetector(store, on_regeneration=lambda *labels: counted.append(labels),
+    detector = RegenerationDetector(store.session_windows, on_regeneration=lambda *labels: counted.append(labels),
                                     on_unchecked=lambda n: unchecked.__setitem__(0, unchecked[0] + n), **kwargs)
     labels_of = lambda r: (r.release, r.variant, r.intent or "unknown")  # noqa: E731
     return detector, counted, unchecked, labels_of
@@ -134,7 +134,7 @@ def test_filter_exclusions_and_unpriced_models():
 
 def test_idle_session_windows_are_pruned(sqlite_store):
     now = [1000.0]
-    detector = RegenerationDetector(sqlite_store, window_s=60, similarity=0.8, clock=lambda: now[0])
+    detector = RegenerationDetector(sqlite_store.session_windows, window_s=60, similarity=0.8, clock=lambda: now[0])
     for i in range(10):
         sqlite_store.session_windows.swap({f"s{i}": (i, ["hello"])}, now=1000.0 + i * 10)
     now[0] = 1000.0 + 125  # sessions last seen before 1065 can no longer regenerate
