@@ -60,7 +60,7 @@ DAILY_QUERIES = 20_000
 
 @dataclass
 class Window:
-    """What ``store.reservoir_window`` returns, for the functions the agent's runs call."""
+    """What ``store.reservoirs.window`` returns, for the functions the agent's runs call."""
 
     values: object
     times: np.ndarray

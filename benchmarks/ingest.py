@@ -130,7 +130,7 @@ def main() -> None:
         sustained_rate = (args.sustain - 1) * n_spans / (time.perf_counter() - t0)
         rss_end, traced_end = rss_mb(), tracemalloc.get_traced_memory()[0] / 2**20
         tracemalloc.stop()
-        records = agent.store.recent_count()
+        records = agent.store.recent.count()
         checkpoints.stop()
         agent.close()
 

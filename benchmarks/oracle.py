@@ -55,7 +55,7 @@ def run_seed(seed: int, queries: int, work: Path) -> tuple[list[Check], list[dic
         agent.pipeline.expire()
         agent.settle(60)  # the sinks (metrics, regeneration) consume off the request path
         agent.regeneration.tick()
-        agent.store.prune_recent(now=time.time() + settings.recent_ttl_s + 1)  # the TTL has passed
+        agent.store.recent.prune(now=time.time() + settings.recent_ttl_s + 1)  # the TTL has passed
         for batch in traffic.phases[1]:
             agent.pipeline.ingest(batch.body(), PROTOBUF)
         agent.settle(60)

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
                 samples.append({"spans": spans, "rss_mb": round(rss_mb(), 1),
                                 "elapsed_s": round(time.perf_counter() - t0, 1)})
         elapsed = time.perf_counter() - t0
-        records = agent.store.recent_count()
+        records = agent.store.recent.count()
         agent.close()
 
     # After the completed-trace list has filled, memory must stay flat: report that stretch apart.

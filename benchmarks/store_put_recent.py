@@ -1,4 +1,4 @@
-"""Ingest-path write speed of ``Store.put_recent`` (the recent-records cache).
+"""Ingest-path write speed of ``store.recent.put`` (the recent-records cache).
 
 Two baselines, same process, same SQLite settings (WAL, synchronous=NORMAL), a bare
 ``sqlite3`` ``executemany`` upsert, one transaction per batch:
@@ -94,7 +94,7 @@ def main() -> None:
         store = open_store(f"sqlite:///{Path(tmp) / 'store.db'}")
         naive_write, naive_close = baseline_writer(Path(tmp) / "naive.db", naive_json)
         raw_write, raw_close = baseline_writer(Path(tmp) / "raw.db", record_json)
-        writers = {"store": store.put_recent, "naive": naive_write, "raw": raw_write}
+        writers = {"store": store.recent.put, "naive": naive_write, "raw": raw_write}
         rates: dict[str, list[float]] = {name: [] for name in writers}
         for write in writers.values():  # warm-up: connections, statement caches
             write(batches[-1])
@@ -117,9 +117,9 @@ def main() -> None:
     pg_url = os.environ.get("RAG_MONITOR_BENCH_PG_URL")
     if pg_url:
         store = open_store(pg_url)
-        store.put_recent(batches[-1])
+        store.recent.put(batches[-1])
         results["postgresql"] = {"store_rows_per_s": round(statistics.median(
-            rate(store.put_recent, batches[k]) for k in range(REPEATS)))}
+            rate(store.recent.put, batches[k]) for k in range(REPEATS)))}
         store.close()
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n")

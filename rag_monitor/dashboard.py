@@ -102,7 +102,10 @@ def metric_definitions() -> list[Metric]:
             out.append(Metric(described.name + suffix, described.type, tuple(metric._labelnames),
                               described.documentation, sections.get(attr, "other")))
 
-    class _NoReviews:
+    class _NoReviews:  # a store whose review queue (``store.queue``) holds no reviewed query
+        def __init__(self):
+            self.queue = self
+
         def reviewed(self, since=None):
             return []
 

@@ -136,9 +136,9 @@ def review(url: str, count: int) -> int:
     store = open_store(url, migrate=False)
     done = 0
     try:
-        while done < count and (item := store.claim("newer-reviewer", 600)) is not None:
+        while done < count and (item := store.review.claim("newer-reviewer", 600)) is not None:
             record = item.query_record
-            store.submit_review(item.id, "newer-reviewer", {"faithful": "yes", "correct": "yes",
+            store.review.submit_review(item.id, "newer-reviewer", {"faithful": "yes", "correct": "yes",
                                                             "relevant_documents": [d.id for d in record.delivered]})
             done += 1
     finally:

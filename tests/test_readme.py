@@ -34,7 +34,7 @@ def test_sdk_example_runs_as_written(running_agent):
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
     wait_until(lambda: running_agent.metric_sum("rag_feedback_total", kind="thumbs_down") == 1, timeout=10, what="the feedback")
-    item = running_agent.store.claim("probe", 60)
+    item = running_agent.store.review.claim("probe", 60)
     assert item is not None and item.query_record.query == "How do I cancel?" and item.stratum == "thumbs_down"
 
 

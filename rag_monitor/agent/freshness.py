@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.collectors.freshness import IndexEvent, served_versions, split_index_events
@@ -27,13 +28,17 @@ from rag_monitor.collectors.otlp import Span
 from rag_monitor.record import QueryRecord
 from rag_monitor.store import StoreUnavailable
 
+if TYPE_CHECKING:
+    from rag_monitor.store.documents import IndexDocuments
+
 log = logging.getLogger(__name__)
 
 
 class FreshnessTracker:
-    def __init__(self, store, metrics: AgentMetrics, committed_at_keys: Sequence[str], top_sources: int = 10,
+    def __init__(self, documents: IndexDocuments, metrics: AgentMetrics, committed_at_keys: Sequence[str], top_sources: int = 10,
                  on_events: Callable[[Sequence[IndexEvent]], None] | None = None):
-        self.store = store
+        self.documents = documents
+        """``store.index_documents``: the only part of the store this tracker uses."""
         self.metrics = metrics
         self.keys = tuple(committed_at_keys)
         self.source = LabelFolder(top_sources)
@@ -47,7 +52,7 @@ class FreshnessTracker:
         if invalid:
             m.index_events.labels("invalid").inc(invalid)
         if events:
-            advanced = self.store.index_documents.record(events)
+            advanced = self.documents.record(events)
             for event, new in zip(events, advanced):
                 if new:
                     m.index_events.labels("new_version").inc()
@@ -64,7 +69,7 @@ class FreshnessTracker:
         if not served:
             return
         try:
-            newest = self.store.index_documents.newest({doc for _, versions in served for doc in versions})
+            newest = self.documents.newest({doc for _, versions in served for doc in versions})
         except StoreUnavailable:  # the records are kept; only this check is lost, and counted
             self.metrics.store_errors.labels("freshness").inc()
             return

@@ -10,7 +10,7 @@ updates ``rag_agent_job_last_success_timestamp_seconds{job}`` and
 To add a job, declare it in ``agent_jobs`` below with its interval setting (or, for a job outside
 the agent's planes, ``agent.jobs.add(Job(...))`` before ``agent.start()``).
 
-    scheduler = JobScheduler(metrics, try_lock=store.try_lock, holder="agent-1")
+    scheduler = JobScheduler(metrics, try_lock=store.locks.try_lock, holder="agent-1")
     scheduler.add(Job("expiry", pipeline.expire, interval_s=5.0))
     scheduler.start(); ...; scheduler.shutdown()
 """
@@ -204,7 +204,7 @@ def agent_jobs(agent: Agent) -> list[Job]:
         jobs.append(Job("forwarding", agent.forwarder.drain, s.forward_interval_s))
     if agent.profiles:
         jobs.append(Job("drift_feed", agent.drift_feed.tick, s.drift_feed_interval_s))
-        # Each run claims its schedule slot in the store (Store.claim_run): once across replicas.
+        # Each run claims its schedule slot in the store (store.drift_runs.claim): once across replicas.
         jobs += [Job(f"drift:{p.name}", functools.partial(agent.drift.run_due, p), fire_interval_s(p))
                  for p in agent.profiles]
     return jobs

@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rag_monitor import semconv
 from rag_monitor.agent.changes import ChangeTracker
@@ -22,6 +23,9 @@ from rag_monitor.alerts.metrics import AgentMetrics, LabelFolder
 from rag_monitor.collectors.pricing import model_calls, price_query
 from rag_monitor.record import Feedback, QueryRecord
 from rag_monitor.store import SessionQuery
+
+if TYPE_CHECKING:
+    from rag_monitor.store.coordination import SessionWindows
 
 _WORD = re.compile(r"\w+")
 
@@ -54,14 +58,15 @@ class RegenerationDetector:
     stores it on the previous query like the app's own ``follow_up`` (``agent/follow_ups.py``).
     """
 
-    def __init__(self, store, window_s: float, similarity: float, *,
+    def __init__(self, windows: SessionWindows, window_s: float, similarity: float, *,
                  on_regeneration: Callable[[str, str, str], None] = lambda release, variant, intent: None,
                  on_regenerated_query: Callable[[str, str, str], None] = lambda release, variant, intent: None,
                  on_unchecked: Callable[[int], None] = lambda n: None,
                  follow_ups: FollowUpMatcher | None = None,
                  on_follow_ups: Callable[[list[tuple[str, Feedback]]], None] = lambda found: None,
                  claim_ttl_s: float = 3600.0, max_queue: int = 20_000, clock=time.time):
-        self.store = store
+        self.windows = windows
+        """``store.session_windows``: the only part of the store this detector uses."""
         self.window_ns = int(window_s * 1e9)
         self.follow_ups = follow_ups if follow_ups is not None and follow_ups.enabled else None
         self.on_follow_ups = on_follow_ups
@@ -138,14 +143,14 @@ class RegenerationDetector:
                     before[a.session_id] = (SessionQuery(a.start_ns, [], a.trace_id, a.labels), words[a.trace_id])
             return [q.trace_id for q in found]
 
-        _, claimed = self.store.check_session_windows(latest, reasked)
+        _, claimed = self.windows.check(latest, reasked)
         return found, claimed, follow_ups
 
     def prune(self) -> int:
         """Forget idle sessions and old claims; returns how many sessions were forgotten."""
         now = self.clock()
-        self.store.prune_regenerated(now - self.claim_ttl_s)
-        return self.store.prune_session_windows(now - self.window_s)
+        self.windows.prune_regenerated(now - self.claim_ttl_s)
+        return self.windows.prune(now - self.window_s)
 
 
 @dataclass(frozen=True, slots=True)

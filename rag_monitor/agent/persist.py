@@ -56,7 +56,7 @@ class IngestWriter:
         before a crash: the trace is assembled whole here. The assembler drops span ids it holds.
         """
         roots = {span.trace_id for span in spans if is_root(span)}
-        stored = self.store.pending_spans(roots) if roots else {}
+        stored = self.store.ingest.pending_spans(roots) if roots else {}
         if not stored:
             return list(spans)
         earlier: list[Span] = []
@@ -119,14 +119,14 @@ class IngestWriter:
                 batch.items.append(item)
             elif record is None and late.feedback.kind in LATE_STRATA:
                 written.pull_expired += 1
-        written.outcome = self.store.persist_ingest(batch, now=now)
+        written.outcome = self.store.ingest.persist(batch, now=now)
         # Late feedback counts once: a resent event (a retry after a lost acknowledgement) is not new.
         new = {(e.trace_id, e.key) for e in written.outcome.feedback_added}
         events = [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in output.late_feedback]
         written.late = [pair for pair, e in zip(written.late, events) if (e.trace_id, e.key) in new]
         if written.outcome.first_seen:
             self.releases.noted(written.outcome.first_seen)
-            self.releases.refresh(self.store)
+            self.releases.refresh(self.store.releases)
         skipped = written.outcome.skipped
         # Counted once: a trace whose record was stored already (an exporter's retry, on this
         # replica or another) is not counted, scored for drift or checked for re-asks again.
@@ -139,7 +139,7 @@ class IngestWriter:
     def _production_half(self, record: QueryRecord, batch_records: dict[str, QueryRecord]) -> QueryRecord | None:
         if not record.shadow_of:
             return None
-        return batch_records.get(record.shadow_of) or self.store.get_recent(record.shadow_of)
+        return batch_records.get(record.shadow_of) or self.store.recent.get(record.shadow_of)
 
     def _late_feedback(self, trace_id: str, feedback: Feedback, now: float | None = None) -> tuple[QueryRecord | None, QueueWrite | None]:
         """The query of late feedback; a thumbs-down or a follow-up raises its inclusion probability.
@@ -149,7 +149,7 @@ class IngestWriter:
         can weight exactly. A query the complaint pulls in adds 0 to the weighted counters (they
         already counted the draw that missed it); a queued one keeps what it added.
         """
-        record = self.store.get_recent(trace_id, live=True, now=now)
+        record = self.store.recent.get(trace_id, live=True, now=now)
         if feedback.kind not in LATE_STRATA or record is None:
             return record, None
         record.feedback.append(feedback)

@@ -147,8 +147,8 @@ class IngestPipeline(Component):
                 self.metrics.store_errors.labels("expire").inc()
             self.metrics.traces_pending.set(self.assembler.pending_traces)
         try:
-            self.observer.releases.refresh(self.store)  # releases another replica saw first
-            self.store.prune_pending(self.clock() - max(ORPHAN_AGE_S, 10 * self.limits.root_timeout_s))
+            self.observer.releases.refresh(self.store.releases)  # releases another replica saw first
+            self.store.ingest.prune_pending(self.clock() - max(ORPHAN_AGE_S, 10 * self.limits.root_timeout_s))
         except StoreUnavailable:
             self.metrics.store_errors.labels("expire").inc()
 

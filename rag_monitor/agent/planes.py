@@ -51,7 +51,7 @@ def build_drift(agent: Agent) -> None:
                     "is not installed (pip install 'rag-monitor[agent,embeddings]'), so queries without vectors "
                     "are left out", ", ".join(watching_embeddings))
     agent.drift_feed = DriftFeed(
-        agent.store, agent.profiles,
+        agent.store.reservoirs, agent.profiles,
         embedder=embedder,
         embedding_model=s.embedding_model,
         on_sampled=lambda signal, window, n: agent.metrics.drift_feed_sampled.labels(signal, window).inc(n),
@@ -88,7 +88,7 @@ def build_ingest(agent: Agent) -> None:
         cache_saving=agent.prices.cache_saving, storage_usd_per_query=s.storage_usd_per_query,
     )
     agent.regeneration = RegenerationDetector(
-        agent.store, s.regeneration_window_s, s.regeneration_similarity,
+        agent.store.session_windows, s.regeneration_window_s, s.regeneration_similarity,
         on_regeneration=agent.observer.count_regeneration,
         on_regenerated_query=agent.observer.count_regenerated_query,
         claim_ttl_s=s.recent_ttl_s,
@@ -96,7 +96,7 @@ def build_ingest(agent: Agent) -> None:
         follow_ups=FollowUpMatcher(agent.sampler.config.follow_up_patterns, agent.sampler.config.follow_up_window_s),
         on_follow_ups=lambda found: agent.pipeline.add_follow_ups(found),
     )
-    agent.observer.releases.refresh(agent.store)
+    agent.observer.releases.refresh(agent.store.releases)
     if s.phoenix_url:
         agent.forwarder = SpanForwarder(
             phoenix_exporter(s.phoenix_url),
@@ -109,10 +109,10 @@ def build_ingest(agent: Agent) -> None:
             agent.forwarder.submit, ForwardPolicy.from_settings(s),
             on_trace=lambda reason: agent.metrics.forwarded_traces.labels(reason).inc(),
             on_spans=lambda outcome, n: agent.metrics.forwarded_spans.labels(outcome).inc(n),
-            recent=agent.store.get_recent,
+            recent=agent.store.recent.get,
         )
     assembler = TraceAssembler.from_limits(agent.limits)
-    agent.freshness = FreshnessTracker(agent.store, agent.metrics, assembler.settings.document_committed_at_metadata_keys,
+    agent.freshness = FreshnessTracker(agent.store.index_documents, agent.metrics, assembler.settings.document_committed_at_metadata_keys,
                                       on_events=agent.observer.changes.observe_index)
     agent.pipeline = IngestPipeline(
         store=agent.store,

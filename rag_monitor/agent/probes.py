@@ -24,7 +24,7 @@ off any request path, ``probes_concurrency`` at a time, each within ``probes_tim
 whose endpoint is down, slow or answers something else is a counted error
 (``rag_probe_errors_total{reason}``) and yields no overlap at all, never a low one.
 
-    runner = ProbeRunner(store, load_probe_set("probes.yaml", k=10), HttpRetriever(url, timeout_s=5))
+    runner = ProbeRunner(store.probes, load_probe_set("probes.yaml", k=10), HttpRetriever(url, timeout_s=5))
     summary = runner.run(holder="agent-1")         # RunSummary(compared=..., errors={...})
 """
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_monitor.detectors.overlap import DEFAULT_RBO_P, jaccard, rbo
-from rag_monitor.store.probes import Comparison
+from rag_monitor.store.probes import Comparison, ProbeStates
 
 log = logging.getLogger(__name__)
 
@@ -193,13 +193,14 @@ class RunSummary:
 class ProbeRunner:
     """Retrieves every probe (``concurrency`` at a time) and stores each success's overlap with its baseline."""
 
-    def __init__(self, store, probes: Sequence[Probe], retrieve: Callable[[str, int], Sequence[str]], *,
+    def __init__(self, states: ProbeStates, probes: Sequence[Probe], retrieve: Callable[[str, int], Sequence[str]], *,
                  concurrency: int = 4, rbo_p: float = DEFAULT_RBO_P,
                  on_query: Callable[[], None] = lambda: None, on_error: Callable[[str], None] = lambda reason: None):
         if concurrency < 1:
             raise ValueError(f"probes_concurrency must be at least 1, got {concurrency!r}")
         rbo([], [], rbo_p)  # a bad p fails here, at start, not on the first run
-        self.store = store
+        self.states = states
+        """``store.probes``: baselines, runs and announcements (the only part of the store used)."""
         self.probes = list(probes)
         self.retrieve = retrieve
         self.concurrency = concurrency
@@ -227,7 +228,7 @@ class ProbeRunner:
 
     def run(self, holder: str) -> RunSummary:
         """One run of the probe set (the ``probes`` job); a probe without a baseline pins its top-k."""
-        probes = self.store.probes
+        probes = self.states
         run_id = probes.start_run(holder)
         baselines = probes.baselines([p.id for p in self.probes])
         results = self.retrieve_all()
@@ -269,8 +270,8 @@ class ProbeRunner:
         results = self.retrieve_all()
         ok = {p.id: (p.name, p.k, ids) for p, ids in results.items() if not isinstance(ids, ProbeError)}
         failed = {p: e for p, e in results.items() if isinstance(e, ProbeError)}
-        self.store.probes.unpin([p.id for p in failed])
-        return self.store.probes.pin(ok, by=by), {p.name: str(e) for p, e in failed.items()}
+        self.states.unpin([p.id for p in failed])
+        return self.states.pin(ok, by=by), {p.name: str(e) for p, e in failed.items()}
 
 
 class ProbeExporter:
@@ -278,18 +279,18 @@ class ProbeExporter:
 
     MEASURES = ("jaccard", "rbo")
 
-    def __init__(self, store, metrics):
-        self.store = store
+    def __init__(self, states: ProbeStates, metrics):
+        self.states = states
         self.metrics = metrics
 
     def export(self) -> None:
         m = self.metrics
-        until = self.store.probes.announced_until()
+        until = self.states.announced_until()
         m.probe_change_announced.set(0 if until is None else 1)
-        run = self.store.probes.latest_run()
+        run = self.states.latest_run()
         if run is None:
             return
-        results = self.store.probes.results(run.id)
+        results = self.states.results(run.id)
         m.probe_last_run.set(run.finished_at)
         m.probe_compared.set(len(results))
         m.probe_changed.set(sum(r.latest_ids != r.baseline_ids for r in results))

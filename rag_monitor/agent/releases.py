@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rag_monitor.alerts.metrics import OTHER, UNKNOWN, AgentMetrics
+
+if TYPE_CHECKING:
+    from rag_monitor.store.coordination import Releases
 
 
 def service_key(service: str | None) -> str:
@@ -60,11 +64,11 @@ class ReleaseLabels:
         with self._lock:
             self._noted.update(first_seen)
 
-    def refresh(self, store) -> None:
+    def refresh(self, releases: Releases) -> None:
         """Re-read each service's newest releases from the store; export exactly those."""
         # Read and apply as one step: an older read applied after a newer one would drop a release.
         with self._refreshing:
-            self.apply(store.latest_releases(self.keep))
+            self.apply(releases.latest(self.keep))
 
     def apply(self, latest) -> None:
         """Label and export exactly ``latest`` (``Release`` rows: each service's newest)."""

@@ -144,16 +144,16 @@ class ScoringLoop:
 
     def tick(self) -> int:
         """Score one batch of the backlog; returns how many items were scored and counted."""
-        token = self.store.acquire_lock(self.lock_name, self.holder, self.lease_s, now=self._now())
+        token = self.store.locks.acquire(self.lock_name, self.holder, self.lease_s, now=self._now())
         if token is None:
             return 0  # another replica holds the scoring lease
-        items = self.store.unscored_items(self.scorer.name, limit=self.batch)
-        self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
+        items = self.store.scores.unscored_items(self.scorer.name, limit=self.batch)
+        self.metrics.scorer_backlog.set(self.store.scores.backlog(self.scorer.name))
         done = 0
         annotations: list[tuple[dict, list]] = []
         for start in range(0, len(items), self.chunk):
             if start:  # renew per chunk; a token that moved by more than our own takeover means another scorer
-                renewed = self.store.acquire_lock(self.lock_name, self.holder, self.lease_s, now=self._now())
+                renewed = self.store.locks.acquire(self.lock_name, self.holder, self.lease_s, now=self._now())
                 if renewed is None or renewed > token + 1:
                     break
                 token = renewed
@@ -162,7 +162,7 @@ class ScoringLoop:
                 break
             done += counted
         if items:
-            self.metrics.scorer_backlog.set(self.store.scorer_backlog(self.scorer.name))
+            self.metrics.scorer_backlog.set(self.store.scores.backlog(self.scorer.name))
         if self.annotate is not None and annotations:
             # After every chunk's metrics: a slow Phoenix must not hold them up, and a hanging one
             # costs one timeout per tick, not one per chunk.
@@ -191,7 +191,7 @@ class ScoringLoop:
                 pairs.append(Pair(key=trace_id, contexts=[d.content for d in record.delivered], answer=record.answer,
                                   refused=record.refused, weight=weights[trace_id], question=record.query or None))
         scores += self.worker.score_pairs(pairs)
-        written = self.store.upsert_scores(
+        written = self.store.scores.upsert(
             (StoredScore(s.key, pair_half_scorer(s.scorer) if s.key in halves else s.scorer, s.value, s.scorer_version,
                          label=verdict_of(s), threshold=s.threshold, claims=claims_json(s.claims)) for s in scores),
             fence=(self.lock_name, self.holder, token), now=self._now(),

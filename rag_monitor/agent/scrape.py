@@ -38,7 +38,7 @@ class ReviewStatsCollector(Collector):
     def __init__(self, store, window_s: float = 30 * 86400, clock=time.time,
                  release_label: Callable[[str | None], str] = lambda r: r or "unknown",
                  reviewed: ReviewedCache | None = None):
-        self.reviewed = reviewed if reviewed is not None else ReviewedCache(store, window_s=window_s, clock=clock)
+        self.reviewed = reviewed if reviewed is not None else ReviewedCache(store.queue, window_s=window_s, clock=clock)
         """The agent's one cache of reviewed items (a private one when none is given)."""
         self.release_label = release_label
         self.window_s = window_s
@@ -114,7 +114,7 @@ class StoreGauges:
 
     def refresh(self) -> None:
         try:
-            for state, n in self.store.queue_depth().items():
+            for state, n in self.store.queue.depth().items():
                 self.metrics.review_queue_depth.labels(state).set(n)
             for profile in self.profiles:
                 self._export_drift(profile)

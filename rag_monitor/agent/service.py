@@ -100,8 +100,8 @@ class Agent:
                 prune_batch_rows=s.prune_batch_rows,
                 busy_timeout_s=s.store_timeout_s, connect_timeout_s=s.store_timeout_s,
             )
-            self.store.prepare_recent()
-            self.jobs.try_lock = self.store.try_lock
+            self.store.recent.prepare()
+            self.jobs.try_lock = self.store.locks.try_lock
             build_drift(self)
             build_ingest(self)
             self._build_review()
@@ -160,7 +160,7 @@ class Agent:
         s = self.settings
         label = self.observer.releases.label  # one release fold for every family
         # One cache of the reviewed items for every review collector: one incremental store read per interval.
-        self.reviewed = ReviewedCache(self.store, min_interval_s=s.scrape_cache_interval_s)
+        self.reviewed = ReviewedCache(self.store.queue, min_interval_s=s.scrape_cache_interval_s)
         self.review_stats = ReviewStatsCollector(self.store, release_label=label, reviewed=self.reviewed)
         self.registry.register(self.review_stats)
         self.store_gauges = StoreGauges(self.store, self.profiles, self.drift_exporter, self.metrics)
@@ -209,7 +209,7 @@ class Agent:
 
     def _build_probes(self) -> None:
         s = self.settings
-        self.probe_exporter = ProbeExporter(self.store, self.metrics)
+        self.probe_exporter = ProbeExporter(self.store.probes, self.metrics)
         self.probe_runner = self.probe_retriever = None
         if not s.probes_url:
             if s.probes_path:
@@ -220,7 +220,7 @@ class Agent:
         probes = load_probe_set(s.probes_path, k=s.probes_k, limit=s.probes_golden_limit)
         self.probe_retriever = HttpRetriever(s.probes_url, timeout_s=s.probes_timeout_s)
         self.probe_runner = ProbeRunner(
-            self.store, probes, self.probe_retriever, concurrency=s.probes_concurrency, rbo_p=s.probes_rbo_p,
+            self.store.probes, probes, self.probe_retriever, concurrency=s.probes_concurrency, rbo_p=s.probes_rbo_p,
             on_query=self.metrics.probe_queries.inc, on_error=lambda reason: self.metrics.probe_errors.labels(reason).inc(),
         )
         log.info("neighbour-stability probes: %d probes against %s every %g s", len(probes),
@@ -233,10 +233,10 @@ class Agent:
 
     def prune_store(self) -> None:
         """Store-wide clean-up (the ``store_pruning`` job, one replica at a time)."""
-        self.store.prune_recent()
+        self.store.recent.prune()
         self.regeneration.prune()
         self.review_app.throttle.prune()
-        deleted = {table: n for table, n in self.store.prune_history().items() if n}
+        deleted = {table: n for table, n in self.store.retention.prune().items() if n}
         if deleted:
             log.info("history past retention deleted: %s", deleted)
 

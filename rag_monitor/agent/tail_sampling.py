@@ -133,7 +133,7 @@ class TailSampler:
         self.on_spans = on_spans
         """Counts spans by outcome (``rag_agent_forwarded_spans_total``): ``sampled_out`` here."""
         self.recent = recent
-        """The recent-records cache (``Store.get_recent``), for traces promoted after their hold."""
+        """The recent-records cache (``store.recent.get``), for traces promoted after their hold."""
         self.clock = clock
         self.bucket = TokenBucket(policy.budget_spans_s, policy.burst_s, clock)
         self.p99 = RunningP99()

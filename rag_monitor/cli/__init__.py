@@ -137,7 +137,7 @@ def _review_report(args: argparse.Namespace) -> int:
 def _review_assign(args: argparse.Namespace) -> int:
     _, store = store_from_args(args)
     try:
-        n = store.assign(None if args.to == "anyone" else args.to, count=args.count, tenant=args.tenant)
+        n = store.review.assign(None if args.to == "anyone" else args.to, count=args.count, tenant=args.tenant)
     finally:
         store.close()
     print(f"assigned {n} unreviewed items to {args.to}")

@@ -93,7 +93,7 @@ def probes_command(args: argparse.Namespace) -> int:
             raise ValueError("no retrieval hook: pass --url or set probes_url")
         retriever = HttpRetriever(url, timeout_s=settings.probes_timeout_s)
         try:
-            runner = ProbeRunner(store, probes, retriever, concurrency=settings.probes_concurrency, rbo_p=settings.probes_rbo_p)
+            runner = ProbeRunner(store.probes, probes, retriever, concurrency=settings.probes_concurrency, rbo_p=settings.probes_rbo_p)
             pinned, failed = runner.pin()
         finally:
             retriever.close()

@@ -39,7 +39,7 @@ class PhaseWindow:
 
 def phase_windows(store: Any, phases: Sequence[Any]) -> tuple[float, list[PhaseWindow]]:
     """(t0, windows): each phase's span of time, relative to the first query, and its latencies."""
-    records = [[r for r in (store.get_recent(t) for t in p.trace_ids) if r is not None] for p in phases]
+    records = [[r for r in (store.recent.get(t) for t in p.trace_ids) if r is not None] for p in phases]
     starts = [r.start_ns for rs in records for r in rs]
     t0 = min(starts) / 1e9 if starts else 0.0
     windows = []
@@ -187,7 +187,7 @@ def alerts_plot(spans: Sequence[Mapping[str, Any]], windows: Sequence[PhaseWindo
 def drift_runs(store: Any, profile: str, t0: float) -> list[tuple[float, float, bool]]:
     """(seconds since t0, p-value, drift?) of every finished run of ``profile``, oldest first."""
     out = []
-    for run in store.drift_runs(profile, limit=1000):
+    for run in store.drift_runs.list(profile, limit=1000):
         result = run.result or {}
         if result.get("status") == "done" and run.finished_at is not None and result.get("p_value") is not None:
             out.append((run.finished_at - t0, float(result["p_value"]), bool(result.get("is_drift"))))

@@ -197,11 +197,11 @@ class HumanQueue:
         want_singles, want_pairs = self.singles - self.reserved_singles, self.pairs - self.reserved_pairs
         if want_singles <= 0 and want_pairs <= 0:
             return 0
-        waiting = self.store.unassigned_waiting()
+        waiting = self.store.review.unassigned_waiting()
         ids = choose_for_human(waiting, want_singles, want_pairs)
         if not ids:
             return 0
-        self.store.assign(self.login, item_ids=ids)
+        self.store.review.assign(self.login, item_ids=ids)
         pairs = sum(1 for item in waiting if item.id in set(ids) and is_pair(item))
         self.reserved_pairs += pairs
         self.reserved_singles += len(ids) - pairs
@@ -209,5 +209,5 @@ class HumanQueue:
 
     def waiting(self) -> dict[str, int]:
         """What the human can claim now: ``items`` in all, of which ``pairs`` are shadow pairs."""
-        pairs = [i for i in self.store.paired_items() if i.assigned_to == self.login and i.state != "reviewed"]
-        return {"items": self.store.claimable_count(self.login), "pairs": len(pairs)}
+        pairs = [i for i in self.store.queue.paired_items() if i.assigned_to == self.login and i.state != "reviewed"]
+        return {"items": self.store.review.claimable_count(self.login), "pairs": len(pairs)}

@@ -195,9 +195,9 @@ def collect_summary(
             false_exclusion_rate=ratio, false_exclusion_eligible=int(eligible or 0),
             unsupported_three_ways=_three_ways(registry, release),
         ))
-    depth = agent.store.queue_depth()
+    depth = agent.store.queue.depth()
     thumbs_sent = {t for p in phases for t in p.thumbs_down_trace_ids}
-    in_queue = sum(1 for t in thumbs_sent if agent.store.item_for_trace(t) is not None)
+    in_queue = sum(1 for t in thumbs_sent if agent.store.queue.item_for_trace(t) is not None)
     strata = {k[0]: int(v) for k, v in sums_by(registry, "rag_sampled_total", ["stratum"]).items()}
     from rag_monitor.demo.signals import signal_lines
 

@@ -29,7 +29,7 @@ class DriftRuns:
         return started[-1] if started else (self._phase_starts[0][1] if self._phase_starts else "")
 
     def collect(self) -> None:
-        for run in reversed(self.store.drift_runs(DRIFT_PROFILE, limit=20, tested=True)):
+        for run in reversed(self.store.drift_runs.list(DRIFT_PROFILE, limit=20, tested=True)):
             result = run.result or {}
             if run.scheduled_for in self._seen or result.get("status") != "done":
                 continue
@@ -76,7 +76,7 @@ def wait_stored(agent: Any, trace_ids: Sequence[str], timeout: float = 20.0) -> 
     deadline = time.monotonic() + timeout
     pending = list(trace_ids)
     while pending and time.monotonic() < deadline:
-        pending = [t for t in pending if agent.store.get_recent(t) is None]
+        pending = [t for t in pending if agent.store.recent.get(t) is None]
         if pending:
             time.sleep(0.2)
 
@@ -84,7 +84,7 @@ def wait_stored(agent: Any, trace_ids: Sequence[str], timeout: float = 20.0) -> 
 def wait_scored(agent: Any, timeout: float = 60.0) -> None:
     """Until the faithfulness scorer has caught up with the sampled answers (its backlog is empty)."""
     deadline = time.monotonic() + timeout
-    while agent.store.scorer_backlog(agent.scoring.scorer.name) and time.monotonic() < deadline:
+    while agent.store.scores.backlog(agent.scoring.scorer.name) and time.monotonic() < deadline:
         time.sleep(0.5)
 
 

@@ -8,7 +8,7 @@ undefined (None), never 0.
 
 Usage::
 
-    agreement_by_label(store.all_reviews())["faithful"]   # Agreement(kappa=0.62, pairs=40, observed=0.85)
+    agreement_by_label(store.review.all_reviews())["faithful"]   # Agreement(kappa=0.62, pairs=40, observed=0.85)
     item_agreement(reviews_of_one_item)                   # 'agreed', 'disagreed', 'single' or 'pending'
 """
 

@@ -147,15 +147,15 @@ class LoginThrottle:
         """The attempt, or None: refuse without checking the token."""
         now = time.time() if now is None else now
         limits = {self.key("client", client): self.per_client}
-        if not self.store.login_marked_since(self.key("known", account, client), now - self.known_s):
+        if not self.store.login_throttle.marked_since(self.key("known", account, client), now - self.known_s):
             limits[self.key("account", account)] = self.per_account
-        taken = self.store.take_login_attempt(limits, self.window_s, now=now)
+        taken = self.store.login_throttle.take(limits, self.window_s, now=now)
         return None if taken is None else Attempt(account, client, taken)
 
     def succeeded(self, attempt: Attempt, *, now: float | None = None) -> None:
-        self.store.give_back_login_attempt(attempt.taken)
-        self.store.mark_login(self.key("known", attempt.account, attempt.client), now=now)
+        self.store.login_throttle.give_back(attempt.taken)
+        self.store.login_throttle.mark(self.key("known", attempt.account, attempt.client), now=now)
 
     def prune(self) -> int:
         """Lapsed counters and old known pairs out of the store (the ``store_pruning`` job)."""
-        return self.store.prune_login_throttle(self.window_s, self.known_s)
+        return self.store.login_throttle.prune(self.window_s, self.known_s)

@@ -47,7 +47,7 @@ class ReviewMetricsCollector(Collector):
                  clock=time.time):
         self.store = store
         self.reviewed = reviewed if reviewed is not None else ReviewedCache(
-            store, window_s=window_s, min_interval_s=cache_s, clock=clock)
+            store.queue, window_s=window_s, min_interval_s=cache_s, clock=clock)
         self.reviewers = None if reviewers is None else set(reviewers)
         self.release_label = release_label
         """Raw release -> label value: the agent's ``ReleaseLabels.label``, the fold of every family."""
@@ -71,10 +71,10 @@ class ReviewMetricsCollector(Collector):
             reviewed = self.reviewed.pairs(since=now - self.window_s)
             snap = _Snapshot(
                 rates=judged_rates(reviewed, self.release_label),
-                agreement=agreement_by_label(self.store.all_reviews([item.id for item, _ in reviewed])),
-                progress=self.store.reviewer_progress(),
+                agreement=agreement_by_label(self.store.review.all_reviews([item.id for item, _ in reviewed])),
+                progress=self.store.review.reviewer_progress(),
                 signals=signal_associations(
-                    reviewed, self.store.feedback_for_traces(item.trace_id for item, _ in reviewed), self.release_label),
+                    reviewed, self.store.feedback.for_traces(item.trace_id for item, _ in reviewed), self.release_label),
             )
             self._cached = (now, snap)
             return snap

@@ -57,12 +57,12 @@ def golden_rows(
     phoenix_project: str = "rag-monitor",
     shares: Sequence[float] = DEFAULT_SHARES,
 ) -> list[dict[str, Any]]:
-    reviewed = store.reviewed(since=since)
-    every_review = store.all_reviews([item.id for item, _ in reviewed])
+    reviewed = store.queue.reviewed(since=since)
+    every_review = store.review.all_reviews([item.id for item, _ in reviewed])
     rows = []
     for item, first in reviewed:
         record = item.query_record
-        scores = store.scores_for(item.trace_id)
+        scores = store.scores.for_trace(item.trace_id)
         reviews = every_review.get(item.id, [first])
         needed = 1 if item.state == "reviewed" else 2
         labels = {k: v for k, v in first.labels.items() if k not in ("relevant_documents", "gold_documents")}

@@ -12,7 +12,7 @@ Kish effective sample size (``rag_monitor.estimators.weighted_rate``). Shadow-pa
 
 Usage::
 
-    for rate in judged_rates(store.reviewed()):
+    for rate in judged_rates(store.queue.reviewed()):
         rate.measure, rate.release, rate.variant, rate.value, rate.low, rate.high, rate.items
 """
 
@@ -60,7 +60,7 @@ def judged_outcome(measure: str, record: QueryRecord, labels: dict[str, Any]) ->
 
 def judged_rates(reviewed: Iterable[tuple[Any, Any]],
                  release_label: Callable[[str | None], str] = lambda r: r or "unknown") -> list[JudgedRate]:
-    """From ``(ReviewItem, Review)`` pairs (``Store.reviewed()``: one, the first, per item)."""
+    """From ``(ReviewItem, Review)`` pairs (``store.queue.reviewed()``: one, the first, per item)."""
     sums: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0, 0])
     for item, review in reviewed:
         if item.pair_trace_id:

@@ -83,15 +83,15 @@ class ReleaseReport:
 
 
 def release_report(store, baseline: str, candidate: str, *, variant: str = "production") -> ReleaseReport:
-    reviewed = store.reviewed()
+    reviewed = store.queue.reviewed()
     known = {(r.release, r.measure): r for r in judged_rates(reviewed) if r.variant == variant}
     releases = {item.query_record.release for item, _ in reviewed}
     for release in (baseline, candidate):
         if release not in releases:
             raise ValueError(f"no reviewed query of release {release!r}; reviewed releases: {sorted(r for r in releases if r)}")
     rows = [ReportRow(m, DESCRIPTIONS[m], known.get((baseline, m)), known.get((candidate, m))) for m in MEASURES]
-    agreement = list(agreement_by_label(store.all_reviews([item.id for item, _ in reviewed])).values())
-    feedback = store.feedback_for_traces(item.trace_id for item, _ in reviewed)
+    agreement = list(agreement_by_label(store.review.all_reviews([item.id for item, _ in reviewed])).values())
+    feedback = store.feedback.for_traces(item.trace_id for item, _ in reviewed)
     return ReleaseReport(baseline, candidate, variant, rows, agreement, signal_associations(reviewed, feedback))
 
 

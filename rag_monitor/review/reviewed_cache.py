@@ -15,7 +15,7 @@ same ``(ReviewItem, first Review)`` pairs of the last 30 days. The agent builds 
   id before another's but committed after it.
 
 A full read every ``resync_s`` drops what retention deleted and anything changed another way
-(an operator's ``Store.enqueue``). ``invalidate()`` (this replica stored a review) makes the
+(an operator's ``store.queue.enqueue``). ``invalidate()`` (this replica stored a review) makes the
 next read refresh at once. ``version`` changes whenever the pairs do, so a collector recomputes
 its estimates only then.
 
@@ -40,11 +40,12 @@ SLACK_S = 3600.0
 
 
 class ReviewedCache:
-    def __init__(self, store, *, window_s: float = 30 * 86400, min_interval_s: float = 10.0,
+    def __init__(self, queue, *, window_s: float = 30 * 86400, min_interval_s: float = 10.0,
                  resync_s: float = 3600.0, clock=time.time):
-        self.store = store
-        self._changes = getattr(store, "reviewed_changed", None)
-        """``Store.reviewed_changed``; a store without it (a test's fake) is read whole each refresh."""
+        self.queue = queue
+        """The store's review queue (``store.queue``), where reviewed items are read."""
+        self._changes = getattr(queue, "reviewed_changed", None)
+        """``ReviewQueue.reviewed_changed``; a queue without it (a test's fake) is read whole each refresh."""
         self.window_s = window_s
         """The longest window a reader may ask for (``pairs(since)`` with ``since >= now - window_s``)."""
         self.min_interval_s = min_interval_s
@@ -103,7 +104,7 @@ class ReviewedCache:
     def _resync(self, now: float, horizon: float) -> None:
         if self._changes is not None:  # where the next refresh's changes start, read before the pairs
             self._feedback_marks.append((now, self._changes(None)[1]))
-        pairs = {item.id: (item, review) for item, review in self.store.reviewed(since=horizon)}
+        pairs = {item.id: (item, review) for item, review in self.queue.reviewed(since=horizon)}
         self.rows_read += sum(1 for item_id, (_, review) in pairs.items()
                               if item_id not in self._pairs or self._pairs[item_id][1].id != review.id)
         if pairs != self._pairs:
@@ -115,7 +116,7 @@ class ReviewedCache:
     def _take_changes(self, now: float, horizon: float) -> None:
         changed, feedback_id = self._changes(self._lagged_feedback_id(now))
         since = max(horizon, self._newest_review - OVERLAP_S) if self._newest_review else horizon
-        for item, review in [*self.store.reviewed(since=since), *changed]:
+        for item, review in [*self.queue.reviewed(since=since), *changed]:
             if review.created_at < horizon:
                 continue
             old = self._pairs.get(item.id)

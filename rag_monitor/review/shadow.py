@@ -346,8 +346,8 @@ def shadow_report(store, *, since: float | None = None, call_cost: Callable[[Mod
 
     ``call_cost`` and ``storage_usd_per_query`` as the agent prices queries (``price_query``).
     """
-    items = [item for item in store.paired_items(since) if keep is None or keep(item)]
-    reviews = store.all_reviews([item.id for item in items]) if items else {}
+    items = [item for item in store.queue.paired_items(since) if keep is None or keep(item)]
+    reviews = store.review.all_reviews([item.id for item in items]) if items else {}
     traces = [t for item in items for t in (item.trace_id, item.pair_trace_id)]
-    scores = store.scores_for_traces(traces) if traces else {}
+    scores = store.scores.for_traces(traces) if traces else {}
     return build_report(items, reviews, scores, call_cost, scorer, storage_usd_per_query)

@@ -27,7 +27,7 @@ user typed: a label value never carries it); any other reason is ``thumbs_down:o
 
 Usage::
 
-    feedback = store.feedback_for_traces(item.trace_id for item, _ in reviewed)
+    feedback = store.feedback.for_traces(item.trace_id for item, _ in reviewed)
     for a in signal_associations(reviewed, feedback):
         a.signal, a.verdict, a.release, a.value, a.low, a.high, a.items, a.direction
 """
@@ -178,7 +178,7 @@ def _association(signal: str, verdict: str, release: str, w: np.ndarray, y: np.n
 def signal_associations(reviewed: Iterable[tuple[Any, Any]], feedback: Mapping[str, Sequence[Any]],
                         release_label: Callable[[str | None], str] = lambda r: r or "unknown") -> list[SignalAssociation]:
     """Every (signal, verdict) per release and over all (``OVERALL``), from ``(ReviewItem, Review)``
-    pairs and each trace's stored feedback events (``Store.feedback_for_traces``)."""
+    pairs and each trace's stored feedback events (``store.feedback.for_traces``)."""
     rows, names = _rows(reviewed, feedback, release_label)
     out = []
     for release in [*sorted({r.release for r in rows}), OVERALL]:

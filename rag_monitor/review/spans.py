@@ -65,7 +65,7 @@ def flagged_answers(store, answers: Sequence[tuple[str, QueryRecord]]) -> list[d
     """Each ``(label, record)`` answer with the span scorer's flagged parts; None when no answer was span-scored."""
     out, any_scored = [], False
     for label, record in answers:
-        score = _span_score(store.scores_for(record.trace_id))
+        score = _span_score(store.scores.for_trace(record.trace_id))
         spans = _spans(score.claims) if score is not None else []
         any_scored |= score is not None
         out.append({"label": label, "scored": score is not None, "segments": segments(record.answer or "", spans)})

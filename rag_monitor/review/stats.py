@@ -58,7 +58,7 @@ def is_false_exclusion(record: QueryRecord, relevant_ids: Iterable[str]) -> bool
 
 
 def false_exclusion_stats(reviewed: Iterable[tuple[object, object]]) -> list[FalseExclusionStats]:
-    """Per release, from ``(ReviewItem, Review)`` pairs as ``Store.reviewed()`` returns them."""
+    """Per release, from ``(ReviewItem, Review)`` pairs as ``store.queue.reviewed()`` returns them."""
     counts: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0.0])
     for item, review in reviewed:
         if item.pair_trace_id:

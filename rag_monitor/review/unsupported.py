@@ -83,7 +83,7 @@ class UnsupportedRateCollector(Collector):
                  reviewed: ReviewedCache | None = None):
         self.store = store
         self.reviewed = reviewed if reviewed is not None else ReviewedCache(
-            store, window_s=window_s, min_interval_s=cache_s, clock=clock)
+            store.queue, window_s=window_s, min_interval_s=cache_s, clock=clock)
         self.scorers = scorers
         self.release_label = release_label
         self.window_s = window_s
@@ -103,10 +103,10 @@ class UnsupportedRateCollector(Collector):
             if now - at < self.cache_s:
                 return cached
             reviewed = self.reviewed.pairs(since=now - self.window_s)
-            scores = self.store.scores_for_traces(item.trace_id for item, _ in reviewed)
+            scores = self.store.scores.for_traces(item.trace_id for item, _ in reviewed)
             label = self.release_label
             rates = [r for scorer in self.scorers()
-                     for r in unsupported_rates(reviewed, scores, self.store.score_sums(scorer), scorer, label)]
+                     for r in unsupported_rates(reviewed, scores, self.store.scores.sums(scorer), scorer, label)]
             self._cached = (now, rates)
             return rates
 

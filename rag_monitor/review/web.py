@@ -125,7 +125,7 @@ class ReviewApp:
         session_id = request.cookies.get(SECURE_COOKIE) or request.cookies.get(COOKIE)
         if not session_id:
             return None
-        session = self.store.get_session(hash_token(session_id))
+        session = self.store.review_sessions.get(hash_token(session_id))
         reviewer = self.reviewers.get(session.reviewer) if session else None
         return (reviewer, session.csrf_token) if reviewer else None  # a removed reviewer's session ends
 
@@ -187,7 +187,7 @@ class ReviewApp:
             return self._login_page("Unknown reviewer or token.", name, 401)
         await run_in_threadpool(self.throttle.succeeded, attempt)
         session_id, digest = new_session_id()
-        await run_in_threadpool(self.store.create_session, digest, reviewer.name, new_session_id()[0], SESSION_TTL_S)
+        await run_in_threadpool(self.store.review_sessions.create, digest, reviewer.name, new_session_id()[0], SESSION_TTL_S)
         response = RedirectResponse("/review", status_code=303, headers=SECURITY_HEADERS)
         secure = self.external.secure(request)
         response.set_cookie(SECURE_COOKIE if secure else COOKIE, session_id, max_age=int(SESSION_TTL_S),
@@ -200,7 +200,7 @@ class ReviewApp:
             return auth
         for name in (SECURE_COOKIE, COOKIE):
             if request.cookies.get(name):
-                await run_in_threadpool(self.store.drop_session, hash_token(request.cookies[name]))
+                await run_in_threadpool(self.store.review_sessions.drop, hash_token(request.cookies[name]))
         response = _json({"ok": True})
         response.delete_cookie(SECURE_COOKIE, path="/", secure=True)
         response.delete_cookie(COOKIE, path="/")
@@ -213,7 +213,7 @@ class ReviewApp:
         if not item.pair_trace_id:
             return None
         # Stored with the item (the pair is kept whole); the cache only for items queued before that.
-        paired = item.paired_record or self.store.get_recent(item.pair_trace_id)
+        paired = item.paired_record or self.store.recent.get(item.pair_trace_id)
         if paired is None:
             return None
         if paired.tenant != item.tenant or not reviewer.sees_tenant(paired.tenant):
@@ -223,7 +223,7 @@ class ReviewApp:
 
     def _swapped(self, item) -> bool:
         """A pair's second review sees the answers in the other order (position-swap consistency)."""
-        return len(self.store.all_reviews([item.id]).get(item.id, [])) % 2 == 1
+        return len(self.store.review.all_reviews([item.id]).get(item.id, [])) % 2 == 1
 
     def _view(self, item, reviewer: Reviewer) -> dict[str, Any]:
         record = item.query_record
@@ -233,9 +233,9 @@ class ReviewApp:
         return answer_view(item.id, record, paired, reviewer.tenants, swap=paired is not None and self._swapped(item))
 
     def _claim(self, reviewer: Reviewer) -> dict[str, Any] | None:
-        item = self.store.current_claim(reviewer.name)
+        item = self.store.review.current_claim(reviewer.name)
         if item is None:
-            item = self.store.claim(reviewer.name, self.claim_s, tenants=reviewer.tenants, groups=reviewer.groups)
+            item = self.store.review.claim(reviewer.name, self.claim_s, tenants=reviewer.tenants, groups=reviewer.groups)
         return None if item is None else self._view(item, reviewer)
 
     async def claim(self, request: Request) -> Response:
@@ -249,7 +249,7 @@ class ReviewApp:
         from rag_monitor.store import NotFound
 
         try:
-            item = self.store.get_item(item_id)
+            item = self.store.queue.get_item(item_id)
         except NotFound:
             return _error(404, f"no review item {item_id}")
         if item.claimed_by != reviewer.name or item.state != "claimed" or not reviewer.sees_tenant(item.tenant):
@@ -264,12 +264,12 @@ class ReviewApp:
             return item
         try:
             draft = relevance_labels(item.id, item.query_record, body, reviewer.tenants)
-            self.store.save_draft(item.id, reviewer.name, draft)
+            self.store.review.save_draft(item.id, reviewer.name, draft)
         except ValueError as exc:
             return _error(400, str(exc))
         except ClaimError as exc:
             return _error(409, str(exc))
-        return _json(self._view(self.store.get_item(item.id), reviewer))
+        return _json(self._view(self.store.queue.get_item(item.id), reviewer))
 
     def _submit(self, reviewer: Reviewer, item_id: int, body: Any) -> Response:
         from rag_monitor.store import ClaimError
@@ -287,7 +287,7 @@ class ReviewApp:
                 if labels.get(name):
                     labels[name] = self.redact_text(labels[name])
             needed = 2 if needs_second_review(item.trace_id, self.double_share) else 1
-            self.store.submit_review(item.id, reviewer.name, labels, reviews_needed=needed)
+            self.store.review.submit_review(item.id, reviewer.name, labels, reviews_needed=needed)
         except ValueError as exc:
             return _error(400, str(exc))
         except ClaimError as exc:
@@ -309,7 +309,7 @@ class ReviewApp:
         if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
             return _error(400, "reason must be a non-empty string of at most 500 characters")
         try:
-            self.store.skip_item(item.id, reviewer.name, self.redact_text(reason.strip()))
+            self.store.review.skip(item.id, reviewer.name, self.redact_text(reason.strip()))
         except ClaimError as exc:
             return _error(409, str(exc))
         return _json({"ok": True})
@@ -340,14 +340,14 @@ class ReviewApp:
     # --- progress and administration ----------------------------------------------------------
 
     def _progress(self, reviewer: Reviewer) -> dict[str, Any]:
-        progress = self.store.reviewer_progress()
+        progress = self.store.review.reviewer_progress()
         mine = progress.get(reviewer.name, {"reviews": 0, "recent": 0, "skips": 0, "assigned_open": 0})
         team = [{"reviewer": neutralise(r.name), **{k: progress.get(r.name, {}).get(k, 0) for k in ("reviews", "recent")}}
                 for r in self.reviewers]
-        agreement = agreement_by_label(self.store.all_reviews())
+        agreement = agreement_by_label(self.store.review.all_reviews())
         return {
             "you": mine,
-            "available": self.store.claimable_count(reviewer.name, tenants=reviewer.tenants, groups=reviewer.groups),
+            "available": self.store.review.claimable_count(reviewer.name, tenants=reviewer.tenants, groups=reviewer.groups),
             "team": team,
             "agreement": [{"label": a.label, "kappa": a.kappa, "pairs": a.pairs} for a in agreement.values()],
         }
@@ -362,8 +362,8 @@ class ReviewApp:
         auth = await self._authorize(request, role="admin", write=False)
         if isinstance(auth, Response):
             return auth
-        depth = await run_in_threadpool(self.store.queue_depth)
-        progress = await run_in_threadpool(self.store.reviewer_progress)
+        depth = await run_in_threadpool(self.store.queue.depth)
+        progress = await run_in_threadpool(self.store.review.reviewer_progress)
         return _json({"queue": depth, "reviewers": progress})
 
     async def assign(self, request: Request) -> Response:
@@ -381,5 +381,5 @@ class ReviewApp:
             return _error(400, "count must be a positive integer or null")
         if tenant is not None and not isinstance(tenant, str):
             return _error(400, "tenant must be a string or null")
-        n = await run_in_threadpool(lambda: self.store.assign(to, count=count, tenant=tenant))
+        n = await run_in_threadpool(lambda: self.store.review.assign(to, count=count, tenant=tenant))
         return _json({"assigned": n})

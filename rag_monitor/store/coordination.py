@@ -16,7 +16,7 @@ from .schema import locks, regenerated_queries, releases, session_windows
 
 
 class Locks:
-    """Named lease locks: held until unlocked or ``ttl_s`` passes, renewable by the holder.
+    """``store.locks``: named lease locks: held until unlocked or ``ttl_s`` passes, renewable by the holder.
 
     Every acquisition (not a renewal) takes a new fencing token, one more than the lock's last:
     a holder whose lease lapsed and was taken over carries a stale token, and ``fence_in``
@@ -27,6 +27,7 @@ class Locks:
         self._db = db
 
     def try_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> bool:
+        """Take or renew the lease; False while another holder's lease is valid."""
         return self.acquire(name, holder, ttl_s, now=now) is not None
 
     def acquire(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> int | None:
@@ -78,6 +79,8 @@ class Locks:
 
 
 class Releases:
+    """``store.releases``: the releases each service has shipped, by first sighting on any replica."""
+
     def __init__(self, db: Database):
         self._db = db
 
@@ -135,8 +138,14 @@ own after them (and reads these), so a replica behind still counts under the one
 
 
 class SessionWindows:
-    """The last query (start time, words, trace id, labels) of each session, so a re-ask routed to
-    another replica is still seen as a regeneration."""
+    """``store.session_windows``: the last query (start time, words, trace id, labels) of each
+    session, so a re-ask routed to another replica is still seen as a regeneration; and the
+    queries claimed as regenerated.
+
+    Usage::
+
+        previous, claimed = store.session_windows.check(latest, regenerated)
+    """
 
     def __init__(self, db: Database, claims: RegeneratedQueries):
         self._db = db
@@ -155,11 +164,15 @@ class SessionWindows:
             where=upsert.excluded.start_ns >= t.c.start_ns,
         )
 
-    def swap(self, latest: dict[str, SessionQuery], *, regenerated: Callable[[dict[str, SessionQuery]], Iterable[str]] | None = None,
-             now: float | None = None) -> tuple[dict[str, SessionQuery], set[str]]:
-        """Store ``session -> SessionQuery`` where newer; returns what each session had before and,
-        in the same transaction, the queries newly claimed as regenerated of those
-        ``regenerated(previous)`` names (trace ids; see ``RegeneratedQueries``)."""
+    def swap(self, latest: dict[str, SessionQuery], *, now: float | None = None) -> dict[str, SessionQuery]:
+        """Each session's last query (``SessionQuery``), replaced where newer; returns the previous ones."""
+        return self.check(latest, None, now=now)[0]
+
+    def check(self, latest: dict[str, SessionQuery],
+              regenerated: Callable[[dict[str, SessionQuery]], Iterable[str]] | None, *,
+              now: float | None = None) -> tuple[dict[str, SessionQuery], set[str]]:
+        """``swap``, and in the same transaction claim the queries ``regenerated(previous)`` names
+        (trace ids; see ``RegeneratedQueries``): returns the previous windows and the newly claimed ids."""
         if not latest:
             return {}, set()
         now = now_s() if now is None else now
@@ -178,6 +191,10 @@ class SessionWindows:
         """Forget sessions last seen before ``before`` (they can no longer regenerate)."""
         with self._db.write() as conn:
             return conn.execute(sa.delete(session_windows).where(session_windows.c.seen_at < before)).rowcount
+
+    def prune_regenerated(self, before: float) -> int:
+        """Forget regenerated-query claims made before ``before``."""
+        return self._claims.prune(before)
 
 
 class RegeneratedQueries:
@@ -202,52 +219,3 @@ class RegeneratedQueries:
         """Forget claims made before ``before`` (no signal of those queries is expected any more)."""
         with self._db.write() as conn:
             return conn.execute(sa.delete(regenerated_queries).where(regenerated_queries.c.claimed_at < before)).rowcount
-
-
-class CoordinationMethods:
-    """``Store``'s coordination methods (its ``_locks``, ``_releases`` and ``_session_windows``)."""
-
-    _locks: Locks
-    _releases: Releases
-    _session_windows: SessionWindows
-    _regenerated: RegeneratedQueries
-
-    def try_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> bool:
-        """Take or renew the named lease lock; False while another holder's lease is valid."""
-        return self._locks.try_lock(name, holder, ttl_s, now=now)
-
-    def acquire_lock(self, name: str, holder: str, ttl_s: float, *, now: float | None = None) -> int | None:
-        """``try_lock`` returning the lease's fencing token (new on every acquisition), or None."""
-        return self._locks.acquire(name, holder, ttl_s, now=now)
-
-    def unlock(self, name: str, holder: str) -> bool:
-        return self._locks.unlock(name, holder)
-
-    def note_release(self, service: str, release: str, t: float | None = None) -> float:
-        """Record a sighting of ``release``; returns its first-seen time (earliest wins)."""
-        return self._releases.note(service, release, t)
-
-    def releases(self) -> list[Release]:
-        return self._releases.all()
-
-    def swap_session_windows(self, latest: dict[str, SessionQuery], *, now: float | None = None) -> dict[str, SessionQuery]:
-        """Each session's last query (``SessionQuery``), replaced where newer; returns the previous ones."""
-        return self._session_windows.swap(latest, now=now)[0]
-
-    def check_session_windows(self, latest: dict[str, SessionQuery],
-                              regenerated: Callable[[dict[str, SessionQuery]], Iterable[str]], *,
-                              now: float | None = None) -> tuple[dict[str, SessionQuery], set[str]]:
-        """``swap_session_windows``, and in the same transaction claim the queries
-        ``regenerated(previous)`` names: returns the previous windows and the newly claimed trace ids."""
-        return self._session_windows.swap(latest, regenerated=regenerated, now=now)
-
-    def prune_session_windows(self, before: float) -> int:
-        return self._session_windows.prune(before)
-
-    def prune_regenerated(self, before: float) -> int:
-        """Forget regenerated-query claims made before ``before``."""
-        return self._regenerated.prune(before)
-
-    def latest_releases(self, keep: int) -> list[Release]:
-        """Each service's ``keep`` most recently first-seen releases (the labelled ones), newest first."""
-        return self._releases.latest(keep)

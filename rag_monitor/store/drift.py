@@ -1,4 +1,4 @@
-"""Drift state: bounded embedding / categorical reservoirs and scheduled drift runs.
+"""Drift state: bounded embedding / categorical reservoirs (scheduled drift runs: ``runs.py``).
 
 Per signal there are two windows. ``reference`` is a uniform sample of everything offered
 since the reference version began (Algorithm R, its seen-count persisted so the sample
@@ -21,14 +21,17 @@ import sqlalchemy as sa
 
 from .engine import Database
 from .errors import ReservoirMismatch
-from .models import DriftRun, ReservoirInfo, ReservoirItem, ReservoirWindow, dump_json, now_s
-from .schema import WINDOWS, drift_runs, reservoir_items, reservoirs
-
-RUN_STATUSES = ("ok", "failed")
-
+from .models import ReservoirInfo, ReservoirItem, ReservoirWindow, now_s
+from .schema import WINDOWS, reservoir_items, reservoirs
 
 class Reservoirs:
-    """Reservoir operations on one database (use them through ``Store``)."""
+    """``store.reservoirs``: each drift signal's reference and current windows.
+
+    Usage::
+
+        store.reservoirs.add("answers", "current", items)
+        vectors, trace_ids = store.reservoirs.get("answers", "reference")
+    """
 
     def __init__(
         self,
@@ -227,92 +230,6 @@ class Reservoirs:
         return version
 
 
-class DriftRuns:
-    """Scheduled drift runs, each run once across replicas (use them through ``Store``)."""
-
-    def __init__(self, db: Database):
-        self._db = db
-
-    def claim(
-        self,
-        profile: str,
-        scheduled_for: float,
-        holder: str,
-        *,
-        lease_s: float = 900.0,
-        signal: str | None = None,
-        detector: str | None = None,
-        now: float | None = None,
-    ) -> bool:
-        """True if ``holder`` won the run; a run whose holder's lease lapsed unfinished is re-claimable."""
-        if not holder:
-            raise ValueError("holder must be a non-empty replica id")
-        if not lease_s > 0:
-            raise ValueError(f"lease_s must be positive, got {lease_s!r}")
-        now = now_s() if now is None else now
-        r = drift_runs
-        with self._db.write() as conn:
-            inserted = conn.execute(
-                self._db.insert(r)
-                .values(profile=profile, scheduled_for=scheduled_for, signal=signal, detector=detector,
-                        holder=holder, attempts=1, lease_expires_at=now + lease_s, started_at=now,
-                        status="running")
-                .on_conflict_do_nothing(index_elements=["profile", "scheduled_for"])
-                .returning(r.c.id)
-            ).first()
-            if inserted is not None:
-                return True
-            # Someone claimed it before: take over only an interrupted run.
-            return conn.execute(
-                sa.update(r)
-                .where(r.c.profile == profile, r.c.scheduled_for == scheduled_for,
-                       r.c.status == "running", r.c.lease_expires_at <= now)
-                .values(holder=holder, attempts=r.c.attempts + 1, lease_expires_at=now + lease_s,
-                        started_at=now, signal=signal, detector=detector)
-            ).rowcount == 1
-
-    def finish(
-        self,
-        profile: str,
-        scheduled_for: float,
-        holder: str,
-        *,
-        status: str = "ok",
-        result: dict[str, Any] | None = None,
-        now: float | None = None,
-    ) -> bool:
-        """Store the outcome; False when ``holder`` no longer holds the run (another replica took it over)."""
-        if status not in RUN_STATUSES:
-            raise ValueError(f"status must be one of {RUN_STATUSES}, got {status!r}")
-        result_json = None if result is None else dump_json(result, "drift result")
-        r = drift_runs
-        with self._db.write() as conn:
-            return conn.execute(
-                sa.update(r)
-                .where(r.c.profile == profile, r.c.scheduled_for == scheduled_for, r.c.holder == holder,
-                       r.c.status == "running")
-                .values(status=status, result=result_json, finished_at=now_s() if now is None else now)
-            ).rowcount == 1
-
-    def get(self, profile: str, scheduled_for: float) -> DriftRun | None:
-        r = drift_runs
-        with self._db.read() as conn:
-            row = conn.execute(sa.select(r).where(r.c.profile == profile, r.c.scheduled_for == scheduled_for)).first()
-        return _run(row) if row is not None else None
-
-    def list(self, profile: str | None = None, *, limit: int = 100, tested: bool = False) -> list[DriftRun]:
-        """Most recent first; ``tested``: only runs that tested a window (their result carries
-        the page evidence), skipping the many runs that waited for one."""
-        r = drift_runs
-        stmt = sa.select(r).order_by(r.c.scheduled_for.desc(), r.c.id.desc()).limit(limit)
-        if profile is not None:
-            stmt = stmt.where(r.c.profile == profile)
-        if tested:
-            stmt = stmt.where(r.c.result.like('%"log_evidence":%'))
-        with self._db.read() as conn:
-            return [_run(row) for row in conn.execute(stmt)]
-
-
 def _check_window(window: str) -> None:
     if window not in WINDOWS:
         raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
@@ -395,11 +312,3 @@ def _append_rolling(conn: sa.Connection, signal: str, version: int, rows: list[d
     )
     conn.execute(sa.delete(t).where(in_window, t.c.id.not_in(newest)))
     return len(rows)
-
-
-def _run(row: Any) -> DriftRun:
-    return DriftRun(
-        row.id, row.profile, row.scheduled_for, row.signal, row.detector, row.holder, row.attempts,
-        row.lease_expires_at, row.started_at, row.finished_at, row.status,
-        None if row.result is None else json.loads(row.result),
-    )

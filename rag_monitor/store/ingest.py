@@ -19,9 +19,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from rag_monitor.record import QueryRecord
+from rag_monitor.semconv import FEEDBACK_REGENERATE
 
+from .coordination import RegeneratedQueries, Releases
 from .engine import Database
-from .models import FeedbackEvent
+from .models import FeedbackEvent, now_s
+from .queue import QUEUED, UPGRADED, ReviewQueue
+from .records import FeedbackLog, RecentRecords
 from .schema import pending_spans
 
 
@@ -81,17 +85,59 @@ class IngestOutcome:
     counted there, not again."""
 
 
-class PendingSpans:
-    def __init__(self, db: Database):
-        self._db = db
+class IngestState:
+    """``store.ingest``: what the request path writes, and the spans still waiting for a root.
 
-    def add_in(self, conn: Connection, rows: Iterable[tuple[str, bytes]], now: float) -> int:
+    Usage::
+
+        outcome = store.ingest.persist(batch)             # one transaction; IngestOutcome
+        store.ingest.pending_spans(["trace-a"])           # {"trace-a": [blob, ...]}
+    """
+
+    def __init__(self, db: Database, *, recent: RecentRecords, feedback: FeedbackLog, regenerated: RegeneratedQueries,
+                 releases: Releases, queue: ReviewQueue):
+        self._db = db
+        self._recent = recent
+        self._feedback = feedback
+        self._regenerated = regenerated
+        self._releases = releases
+        self._queue = queue
+
+    def persist(self, batch: IngestBatch, *, now: float | None = None) -> IngestOutcome:
+        """Write everything ``batch`` holds in one transaction (see the module's docstring)."""
+        now = now_s() if now is None else now
+        out = IngestOutcome()
+        with self._db.write() as conn:
+            claimed = self._claim_pending_in(conn, batch.completed)
+            out.skipped = batch.claim_required - claimed
+            kept = [r for r in batch.records if r.trace_id not in out.skipped]
+            self._add_pending_in(conn, batch.pending, now)
+            stored = self._recent.put_in(conn, kept, now)
+            out.duplicates = {r.trace_id for r in kept} - stored
+            out.feedback_added = self._feedback.add_in(conn, [f for f in batch.feedback if f.trace_id not in out.skipped])
+            out.regenerated = self._regenerated.claim_in(
+                conn, (f.trace_id for f in out.feedback_added if f.kind == FEEDBACK_REGENERATE and f.trace_id in batch.known_queries), now)
+            for service, release in sorted(set(batch.releases)):
+                out.first_seen[(service, release)] = self._releases.note_in(conn, service, release, now)
+            for item in batch.items:
+                if item.record.trace_id in out.skipped:
+                    continue
+                result = self._queue.enqueue_in(
+                    conn, item.record, stratum=item.stratum, inclusion_prob=item.inclusion_prob,
+                    counted_weight=item.counted_weight, pair_trace_id=item.pair_trace_id,
+                    pair_record=item.pair_record, score_prob=item.score_prob, queue=item.queue, now=now,
+                )
+                (out.queued if result == QUEUED else out.upgraded if result == UPGRADED else []).append(item)
+            self._queue.attach_pairs_in(conn, batch.pair_halves)
+        return out
+
+    def _add_pending_in(self, conn: Connection, rows: Iterable[tuple[str, bytes]], now: float) -> int:
         values = [{"trace_id": trace_id, "spans": blob, "added_at": now} for trace_id, blob in rows]
         if values:
             conn.execute(sa.insert(pending_spans), values)
         return len(values)
 
-    def claim_in(self, conn: Connection, trace_ids: Iterable[str]) -> set[str]:
+    def _claim_pending_in(self, conn: Connection, trace_ids: Iterable[str]) -> set[str]:
         """Delete the stored spans of ``trace_ids``; the ids that had any."""
         ids = sorted(set(trace_ids))
         if not ids:
@@ -101,8 +147,8 @@ class PendingSpans:
         ).all()
         return {row[0] for row in rows}
 
-    def load(self, trace_ids: Iterable[str]) -> dict[str, list[bytes]]:
-        """The stored span blobs of ``trace_ids``, oldest first."""
+    def pending_spans(self, trace_ids: Iterable[str]) -> dict[str, list[bytes]]:
+        """Stored spans of traces waiting for their root (any replica's), per trace, oldest first."""
         ids = sorted(set(trace_ids))
         if not ids:
             return {}
@@ -116,11 +162,11 @@ class PendingSpans:
             out.setdefault(trace_id, []).append(bytes(blob))
         return out
 
-    def count(self) -> int:
+    def pending_span_rows(self) -> int:
         with self._db.read() as conn:
             return conn.execute(sa.select(sa.func.count()).select_from(pending_spans)).scalar_one()
 
-    def prune(self, older_than: float) -> int:
-        """Drop rows stored before ``older_than``: orphans of a replica that died with them."""
+    def prune_pending(self, older_than: float) -> int:
+        """Drop pending spans stored before ``older_than``: orphans of a replica that died with them."""
         with self._db.write() as conn:
             return conn.execute(sa.delete(pending_spans).where(pending_spans.c.added_at < older_than)).rowcount

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from rag_monitor.estimators import ScoredSums
 from rag_monitor.record import QueryRecord
 
+from .coordination import Locks
 from .engine import Database
 from .models import FeedbackEvent, ReviewItem, Score, dump_json, now_s, record_json
 from .hot import decode_record, encode_record, referenced
@@ -20,7 +21,7 @@ from .schema import feedback, recent_documents, recent_records, review_items, sc
 
 
 class RecentRecords:
-    """The short-lived cache of every query's redacted record, keyed by trace id; and the
+    """``store.recent``: the short-lived cache of every query's redacted record, keyed by trace id; and the
     insert-once key that decides which replica counts a query.
 
     Thumbs-down often arrives after the query was assembled and not sampled; the cache lets
@@ -122,6 +123,8 @@ def slot_seconds(ttl_s: float) -> int:
 
 
 class FeedbackLog:
+    """``store.feedback``: user feedback events, each stored once (keyed: an exporter's retry is a no-op)."""
+
     def __init__(self, db: Database):
         self._db = db
         self._insert = (
@@ -171,19 +174,41 @@ class FeedbackLog:
 
 
 class Scores:
-    """Scorer results, one row per (trace, scorer): re-scoring replaces, never doubles."""
+    """``store.scores``: scorer results, one row per (trace, scorer): re-scoring replaces, never
+    doubles; the scorer's work queue (``unscored_items``, ``backlog``) and its running sums.
 
-    def __init__(self, db: Database):
+    Usage::
+
+        for item in store.scores.unscored_items("support-v2", limit=50): ...
+        store.scores.upsert(results, fence=("scorer", holder, token))   # -1: the lease was lost
+    """
+
+    def __init__(self, db: Database, locks: Locks):
         self._db = db
+        self._locks = locks
         stmt = db.insert(scores)
         self._upsert = stmt.on_conflict_do_update(
             index_elements=["trace_id", "scorer"],
             set_={c: stmt.excluded[c] for c in ("score", "label", "scorer_version", "computed_at", "threshold", "claims")},
         )
 
-    def upsert(self, results: Iterable[Score], now: float | None = None) -> int:
+    def upsert(self, results: Iterable[Score], *, now: float | None = None,
+               fence: tuple[str, str, int] | None = None,
+               sums: tuple[str, dict[tuple[str, str], ScoredSums]] | None = None) -> int:
+        """Insert or replace (trace, scorer) results: re-scoring never doubles a row.
+
+        ``fence=(lock, holder, token)`` writes only while ``holder`` still holds ``lock`` with that
+        fencing token (checked in the write's transaction); returns -1, writing nothing, otherwise.
+        ``sums=(scorer, {(release, variant): ScoredSums})`` adds to the scored sample's running
+        sums in the same transaction (the scoring loop passes the newly scored items).
+        """
         with self._db.write() as conn:
-            return self.upsert_in(conn, results, now)
+            if fence is not None and not self._locks.fence_in(conn, *fence):
+                return -1
+            written = self.upsert_in(conn, results, now)
+            if sums is not None:
+                self.add_sums_in(conn, *sums)
+            return written
 
     def upsert_in(self, conn: Connection, results: Iterable[Score], now: float | None = None) -> int:
         """``upsert`` inside the caller's transaction."""

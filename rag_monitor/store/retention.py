@@ -1,7 +1,6 @@
 """History retention: the pruning job deletes old rows in bounded batches.
 
-    retention = Retention(db, history_s=90 * 86400, reviews_s=None, batch_rows=5000)
-    retention.prune(now)   # {"scores": n, "feedback": n, ...}
+    store.retention.prune()   # {"scores": n, "feedback": n, ...}: Retention(db, history_s=..., reviews_s=...)
 
 Each batch is its own short transaction that deletes at most ``batch_rows`` rows picked through
 an index on the table's time column, so a backlog of months is worked off over several runs
@@ -17,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .engine import Database
+from .models import now_s
 from .queue import SCORE_QUEUE
 from .schema import drift_runs, feedback, review_counts, review_items, reviews, scores
 
@@ -24,6 +24,8 @@ DAY_S = 86400.0
 
 
 class Retention:
+    """``store.retention``: history past its retention settings, deleted in bounded batches."""
+
     def __init__(self, db: Database, *, history_s: float | None, reviews_s: float | None,
                  batch_rows: int = 5000, max_batches: int = 20):
         for name, value in (("history retention", history_s), ("review retention", reviews_s)):
@@ -38,8 +40,9 @@ class Retention:
         self.max_batches = max_batches
         """Per table and run: a run ends in bounded time; the next one carries on."""
 
-    def prune(self, now: float) -> dict[str, int]:
+    def prune(self, *, now: float | None = None) -> dict[str, int]:
         """Delete what is past retention; rows deleted per table."""
+        now = now_s() if now is None else now
         out: dict[str, int] = {}
         if self.history_s is not None:
             cutoff = now - self.history_s

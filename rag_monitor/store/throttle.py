@@ -27,6 +27,8 @@ class _Refused(Exception):
 
 
 class LoginCounters:
+    """``store.login_throttle``: see the module's docstring."""
+
     def __init__(self, db: Database):
         self._db = db
         t = login_throttle

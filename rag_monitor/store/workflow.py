@@ -1,4 +1,4 @@
-"""The review workflow's state beside the queue: step-one drafts, skips, assignment, progress.
+"""The review workflow beside the queue: claims and reviews, step-one drafts, skips, assignment, progress.
 
 Every replica reads and writes the same rows, so a reviewer behind a round-robin load
 balancer finds their draft and progress on whichever replica answers.
@@ -16,12 +16,23 @@ import sqlalchemy as sa
 from .engine import Database
 from .errors import ClaimError, NotFound
 from .models import Review, ReviewItem, dump_json, now_s
-from .queue import SCORE_QUEUE, claimable, offered_to
-from .schema import review_items, review_skips, reviews
+from .queue import DEFAULT_QUEUE, SCORE_QUEUE, claimable, offered_to
+from .schema import review_counts, review_items, review_skips, reviews
 
 
 class ReviewWorkflow:
-    """Workflow operations on one database (use them through ``Store``)."""
+    """``store.review``: the reviewer's side of the queue.
+
+    Usage::
+
+        item = store.review.claim("reviewer-7", lease_s=600)   # None when nothing is claimable
+        store.review.submit_review(item.id, "reviewer-7", {"faithful": True})
+
+    Claims are leases: a claim that expires (the reviewer closed the tab) makes the item
+    claimable again. Two reviewers never hold the same item: on PostgreSQL the candidate row is
+    picked with ``FOR UPDATE SKIP LOCKED``; on SQLite the claim is one ``UPDATE ... WHERE id =
+    (SELECT ...) RETURNING`` inside a ``BEGIN IMMEDIATE`` transaction, which serialises writers.
+    """
 
     def __init__(self, db: Database):
         self._db = db
@@ -33,6 +44,98 @@ class ReviewWorkflow:
             raise NotFound(f"no review item {item_id}")
         if row.state != "claimed" or row.claimed_by != reviewer or (row.claim_expires_at or 0) <= now:
             raise ClaimError(f"review item {item_id} is not claimed by you (the claim may have expired: claim again)")
+
+    def claim(
+        self,
+        reviewer: str,
+        lease_s: float,
+        tenants: Iterable[str] | None = None,
+        *,
+        groups: Iterable[str] = (),
+        queue: str = DEFAULT_QUEUE,
+        now: float | None = None,
+    ) -> ReviewItem | None:
+        """Lease the oldest claimable item to ``reviewer`` for ``lease_s`` seconds.
+
+        ``tenants`` restricts the claim to items of those tenants (None: any item, an empty
+        set: nothing). Items assigned to someone else (or to a group not in ``groups``),
+        items this reviewer already reviewed or skipped are not offered. Returns None when
+        nothing is claimable.
+        """
+        if not reviewer:
+            raise ValueError("reviewer must be a non-empty pseudonym")
+        if not lease_s > 0:
+            raise ValueError(f"lease_s must be positive, got {lease_s!r}")
+        now = now_s() if now is None else now
+        t = review_items
+        conditions = [t.c.queue == queue, claimable(now), *offered_to(reviewer, groups)]
+        if tenants is not None:
+            tenant_list = sorted(set(tenants))
+            if not tenant_list:
+                return None
+            conditions.append(t.c.tenant.in_(tenant_list))
+        candidate = (
+            sa.select(t.c.id).where(*conditions).order_by(t.c.id).limit(1)
+            # PostgreSQL: concurrent claimers skip the row instead of queueing on it.
+            # SQLite compiles this to nothing; BEGIN IMMEDIATE serialises claimers there.
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+        stmt = (
+            sa.update(t)
+            .where(t.c.id == candidate, claimable(now))
+            .values(state="claimed", claimed_by=reviewer, claim_expires_at=now + lease_s, draft=None)
+            .returning(*t.c)
+        )
+        with self._db.write() as conn:
+            row = conn.execute(stmt).first()
+        return ReviewItem.from_row(row) if row is not None else None
+
+    def submit_review(
+        self, item_id: int, reviewer: str, labels: dict[str, Any], *, reviews_needed: int = 1,
+        now: float | None = None,
+    ) -> Review:
+        """Record ``reviewer``'s labels; only the holder of a valid claim may submit.
+
+        The item is ``reviewed`` once it has ``reviews_needed`` reviews; before that it
+        returns to the queue for another reviewer.
+        """
+        if not isinstance(labels, dict):
+            raise TypeError(f"labels must be a dict, got {type(labels).__name__}")
+        labels_json = dump_json(labels, "labels")
+        now = now_s() if now is None else now
+        t = review_items
+        earlier = (
+            sa.select(sa.func.count()).select_from(reviews).where(reviews.c.item_id == t.c.id).scalar_subquery()
+        )
+        complete = earlier + 1 >= reviews_needed
+        with self._db.write() as conn:
+            done = conn.execute(
+                sa.update(t)
+                .where(t.c.id == item_id, t.c.state == "claimed", t.c.claimed_by == reviewer,
+                       t.c.claim_expires_at > now)
+                .values(
+                    state=sa.case((complete, "reviewed"), else_="queued"),
+                    reviewed_at=sa.case((complete, now), else_=None),
+                    claimed_by=sa.case((complete, t.c.claimed_by), else_=None),
+                    claim_expires_at=sa.case((complete, t.c.claim_expires_at), else_=None),
+                    draft=None,
+                )
+                .returning(t.c.state, t.c.queue)
+            ).first()
+            if done is None:
+                row = conn.execute(sa.select(t).where(t.c.id == item_id)).first()
+                raise _why_not_claimed(item_id, reviewer, row, now)
+            if done.state == "reviewed":  # the queue depth's count of reviewed items, kept in step
+                count = self._db.insert(review_counts).values(queue=done.queue, reviewed=1)
+                conn.execute(count.on_conflict_do_update(
+                    index_elements=["queue"], set_={"reviewed": review_counts.c.reviewed + 1}))
+            review_id = conn.execute(
+                sa.insert(reviews)
+                .values(item_id=item_id, reviewer=reviewer, labels=labels_json, created_at=now)
+                .returning(reviews.c.id)
+            ).scalar_one()
+        return Review(review_id, item_id, reviewer, json.loads(labels_json), now)
 
     def current_claim(self, reviewer: str, *, now: float | None = None) -> ReviewItem | None:
         """The item ``reviewer`` holds a valid claim on (at most one is handed out at a time)."""
@@ -134,3 +237,16 @@ class ReviewWorkflow:
             for name, n in conn.execute(open_items.group_by(t.c.assigned_to)):
                 progress[name]["assigned_open"] = int(n)
         return dict(progress)
+
+
+def _why_not_claimed(item_id: int, reviewer: str, row: Any, now: float) -> Exception:
+    if row is None:
+        return NotFound(f"no review item {item_id}")
+    m = row._mapping
+    if m["state"] == "reviewed":
+        return ClaimError(f"review item {item_id} was already reviewed")
+    if m["state"] == "queued":
+        return ClaimError(f"review item {item_id} is not claimed: claim it before submitting")
+    if m["claimed_by"] != reviewer:
+        return ClaimError(f"review item {item_id} is claimed by another reviewer")
+    return ClaimError(f"the claim on review item {item_id} expired at {m['claim_expires_at']:.3f} (now {now:.3f})")

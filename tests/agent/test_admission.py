@@ -48,7 +48,7 @@ def test_eight_trickling_clients_never_keep_a_real_exporter_at_503(start_agent):
         finally:
             monitor.shutdown()
         assert (stats.failed, stats.dropped) == (0, 0), stats
-        assert all(agent.store.get_recent(t) is not None for t in trace_ids)
+        assert all(agent.store.recent.get(t) is not None for t in trace_ids)
         assert (agent.metric("rag_agent_ingest_errors_total", {"reason": "saturated"}) or 0) == 0
         # The read deadline frees the reading slots the trickling clients held.
         wait_until(lambda: agent.metric("rag_agent_ingest_errors_total", {"reason": "read_timeout"}) == 8,

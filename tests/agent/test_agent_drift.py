@@ -74,7 +74,7 @@ profiles:
     finally:
         monitor.shutdown()
     assert latest(mmd, "rag_drift_p_value") < 0.05
-    result = agent.store.drift_runs("query-mmd", limit=1, tested=True)[0].result
+    result = agent.store.drift_runs.list("query-mmd", limit=1, tested=True)[0].result
     assert result["decision"] and result["reference"]["mode"] == "count" and result["seed"] > 0
     grew = result["changes"]["over"][0]  # the new topics, with their (redacted) queries
     assert grew["current_share"] > grew["reference_share"]

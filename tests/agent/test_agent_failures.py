@@ -60,14 +60,14 @@ def test_json_body_is_accepted_and_answered_in_json(running_agent):
     status, headers, response = running_agent.post(body, content_type="application/json")
     assert status == 200 and headers["content-type"].startswith("application/json")
     json.loads(response)
-    assert running_agent.store.get_recent("01" * 16).answer == "hello"
+    assert running_agent.store.recent.get("01" * 16).answer == "hello"
 
 
 def test_oversized_attribute_is_truncated_and_counted(start_agent):
     agent = start_agent(max_attribute_chars=100)
     status, _, _ = agent.post(request_with({semconv.INPUT_VALUE: "x" * 5000}).SerializeToString())
     assert status == 200
-    assert len(agent.store.get_recent("01" * 16).query) <= 100
+    assert len(agent.store.recent.get("01" * 16).query) <= 100
     assert agent.metric("rag_agent_attributes_truncated_total") == 1
 
 
@@ -75,7 +75,7 @@ def test_unknown_attribute_is_ignored(running_agent):
     body = request_with({semconv.INPUT_VALUE: "q", "app.some.thing": "x", "rag.unheard_of": "y"}).SerializeToString()
     status, _, _ = running_agent.post(body)
     assert status == 200
-    assert running_agent.store.get_recent("01" * 16).query == "q"
+    assert running_agent.store.recent.get("01" * 16).query == "q"
 
 
 def test_invalid_span_is_a_partial_success(running_agent):
@@ -105,7 +105,7 @@ def test_store_unavailable_is_a_503_with_retry_after_and_nothing_is_lost(start_a
     # The exporter retries after Retry-After: the same trace is assembled again, not lost as late.
     status, _, _ = agent.post(request_with({semconv.INPUT_VALUE: "during outage"}).SerializeToString())
     assert status == 200
-    assert agent.store.get_recent("01" * 16).query == "during outage"
+    assert agent.store.recent.get("01" * 16).query == "during outage"
     assert agent.metric("rag_agent_ingest_errors_total", {"reason": "store_unavailable"}) == 1
 
 
@@ -136,6 +136,6 @@ def test_graceful_shutdown_drains_what_it_accepted(start_agent):
 
     store = open_store(agent.agent.settings.resolved_store_url())
     try:
-        assert all(store.get_recent(f"{i + 1:02x}" * 16) is not None for i in accepted)
+        assert all(store.recent.get(f"{i + 1:02x}" * 16) is not None for i in accepted)
     finally:
         store.close()

@@ -43,9 +43,9 @@ def sdk(running_agent):
 def test_sdk_query_becomes_a_record_and_metrics(running_agent, sdk):
     trace_id = run_query(sdk)
     assert sdk.force_flush()
-    wait_until(lambda: running_agent.store.get_recent(trace_id) is not None, timeout=10, what="the record in the store")
+    wait_until(lambda: running_agent.store.recent.get(trace_id) is not None, timeout=10, what="the record in the store")
 
-    record = running_agent.store.get_recent(trace_id)
+    record = running_agent.store.recent.get(trace_id)
     assert record.query == "How do I cancel my plan?"
     assert record.answer == "Cancel under Settings > Billing."
     assert record.release == "2026.11.30" and record.tenant == "acme" and record.session_id == "s1"
@@ -69,11 +69,11 @@ def test_sdk_query_becomes_a_record_and_metrics(running_agent, sdk):
 def test_late_thumbs_down_pulls_the_query_into_review(running_agent, sdk):
     trace_id = run_query(sdk)
     sdk.force_flush()
-    wait_until(lambda: running_agent.store.get_recent(trace_id) is not None, timeout=10, what="the record")
+    wait_until(lambda: running_agent.store.recent.get(trace_id) is not None, timeout=10, what="the record")
     sdk.feedback(trace_id, "thumbs_down", reason="wrong")
     sdk.force_flush()
-    wait_until(lambda: running_agent.store.item_for_trace(trace_id) is not None, timeout=10, what="the review item")
-    item = running_agent.store.item_for_trace(trace_id)
+    wait_until(lambda: running_agent.store.queue.item_for_trace(trace_id) is not None, timeout=10, what="the review item")
+    item = running_agent.store.queue.item_for_trace(trace_id)
     assert item.stratum == "thumbs_down" and item.inclusion_prob == 1.0
     assert running_agent.metric("rag_feedback_total", {"release": "2026.11.30", "variant": "production", "kind": "thumbs_down"}) == 1
     assert running_agent.metric("rag_sampled_total", {"stratum": "thumbs_down"}) == 1
@@ -137,12 +137,12 @@ def test_review_items_survive_an_agent_restart_exactly_once(start_agent, tmp_pat
         monitor.force_flush()
     finally:
         monitor.shutdown()
-    wait_until(lambda: agent.store.queue_depth().get("queued") == 3, timeout=10, what="three queued items")
+    wait_until(lambda: agent.store.queue.depth().get("queued") == 3, timeout=10, what="three queued items")
     agent.agent.stop()
 
     restarted = start_agent(data_dir=data_dir)
-    assert restarted.store.queue_depth().get("queued") == 3
-    claimed = [restarted.store.claim("alice", 60) for _ in range(4)]
+    assert restarted.store.queue.depth().get("queued") == 3
+    claimed = [restarted.store.review.claim("alice", 60) for _ in range(4)]
     assert sorted(item.trace_id for item in claimed[:3]) == sorted(trace_ids) and claimed[3] is None
 
 

@@ -47,7 +47,7 @@ def test_a_trace_whose_root_never_arrives_is_counted_apart_not_as_a_query(start_
     assert agent.post(_request(2, stage_spans=2, root=False).SerializeToString())[0] == 200
     wait_until(lambda: agent.metric("rag_agent_traces_partial_total") == 1, timeout=30, what="the partial trace counted")
     assert agent.metric_sum("rag_queries_total") == 0 and agent.metric_sum("rag_stage_duration_seconds_count") == 0
-    assert agent.metric_sum("rag_query_duration_seconds_count") == 0 and agent.store.get_recent("02" * 16) is None
+    assert agent.metric_sum("rag_query_duration_seconds_count") == 0 and agent.store.recent.get("02" * 16) is None
 
 
 def test_multi_member_gzip_and_trailing_garbage_over_http(running_agent):
@@ -58,4 +58,4 @@ def test_multi_member_gzip_and_trailing_garbage_over_http(running_agent):
     status, _, body = running_agent.post(gzip.compress(_request(5, 1, True).SerializeToString()) + b"junk",
                                          headers={"Content-Encoding": "gzip"})
     assert status == 400 and b"trailing data" in body
-    assert running_agent.store.get_recent("05" * 16) is None
+    assert running_agent.store.recent.get("05" * 16) is None

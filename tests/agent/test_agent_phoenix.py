@@ -56,7 +56,7 @@ def test_phoenix_down_keeps_ingest_working_and_counts_failures(start_agent):
         monitor.force_flush()
     finally:
         monitor.shutdown()
-    wait_until(lambda: agent.store.get_recent(trace_id) is not None, timeout=10, what="ingest despite Phoenix down")
+    wait_until(lambda: agent.store.recent.get(trace_id) is not None, timeout=10, what="ingest despite Phoenix down")
     wait_until(lambda: (agent.metric("rag_agent_forwarded_spans_total", {"outcome": "failed"}) or 0) >= 1, timeout=20, what="the failure count")
     assert agent.metric_sum("rag_queries_total") == 1
 
@@ -76,13 +76,13 @@ def test_scores_become_phoenix_annotations_and_golden_rows_a_dataset(start_agent
         monitor.force_flush()
     finally:
         monitor.shutdown()
-    wait_until(lambda: "support-v1" in agent.store.scores_for(trace_id), timeout=60, what="the score")
-    stored = agent.store.scores_for(trace_id)["support-v1"]
+    wait_until(lambda: "support-v1" in agent.store.scores.for_trace(trace_id), timeout=60, what="the score")
+    stored = agent.store.scores.for_trace(trace_id)["support-v1"]
     assert stored.label == "supported" and stored.threshold == SupportScorer.load().threshold
     assert json.loads(stored.claims) == [{"text": "Cancel under Settings > Billing.", "verdict": "supported",
                                           "score": 1.0, "evidence": "Cancel under Settings > Billing."}]
     client = Client(base_url=phoenix_server.url)
-    root_span_id = agent.store.get_recent(trace_id).root_span_id
+    root_span_id = agent.store.recent.get(trace_id).root_span_id
 
     def annotations():
         frame = client.spans.get_span_annotations_dataframe(span_ids=[root_span_id], project_identifier="rag-monitor-scores")
@@ -94,8 +94,8 @@ def test_scores_become_phoenix_annotations_and_golden_rows_a_dataset(start_agent
     assert frame["result.label"].iloc[0] == "supported"
     assert frame["result.explanation"].iloc[0] == "all 1 claims supported"
 
-    item = agent.store.claim("alice", 60)
-    agent.store.submit_review(item.id, "alice", {"faithful": "yes", "relevant_documents": ["doc-1"]})
+    item = agent.store.review.claim("alice", 60)
+    agent.store.review.submit_review(item.id, "alice", {"faithful": "yes", "relevant_documents": ["doc-1"]})
     rows = golden_rows(agent.store, corpus_version="kb-1")
     assert rows[0]["score_thresholds"] == {"support-v1": stored.threshold}
     assert rows[0]["score_claims"]["support-v1"][0]["verdict"] == "supported"
@@ -150,12 +150,12 @@ def test_lettucedetect_scores_reach_phoenix_with_their_spans(start_agent, phoeni
         monitor.force_flush()
     finally:
         monitor.shutdown()
-    wait_until(lambda: "lettucedetect" in agent.store.scores_for(trace_id), timeout=60, what="the score")
-    answer = agent.store.get_recent(trace_id).answer
-    stored = agent.store.scores_for(trace_id)["lettucedetect"]
+    wait_until(lambda: "lettucedetect" in agent.store.scores.for_trace(trace_id), timeout=60, what="the score")
+    answer = agent.store.recent.get(trace_id).answer
+    stored = agent.store.scores.for_trace(trace_id)["lettucedetect"]
     assert stored.label == "unsupported" and [(c["start"], c["end"]) for c in json.loads(stored.claims)] == [(0, len(answer))]
     client = Client(base_url=phoenix_server.url)
-    root_span_id = agent.store.get_recent(trace_id).root_span_id
+    root_span_id = agent.store.recent.get(trace_id).root_span_id
 
     def annotations():
         frame = client.spans.get_span_annotations_dataframe(span_ids=[root_span_id], project_identifier="rag-monitor-lettuce")

@@ -131,8 +131,8 @@ def _otel_trace(endpoint: str) -> str:
 def test_seeded_pii_survives_in_no_sink_from_no_field(start_agent, sink):
     agent = start_agent(phoenix_url=sink.url, sampling_config="")
     trace_ids = [*_sdk_queries(agent.otlp_url), _otel_trace(agent.otlp_url)]
-    wait_until(lambda: all(agent.store.get_recent(t) is not None for t in trace_ids), timeout=20, what="the records")
-    records = [agent.store.get_recent(t) for t in trace_ids]
+    wait_until(lambda: all(agent.store.recent.get(t) is not None for t in trace_ids), timeout=20, what="the records")
+    records = [agent.store.recent.get(t) for t in trace_ids]
     assert not leaks(json.dumps([r.to_dict() for r in records], default=str))
 
     # identifiers became pseudonyms that still join: same session, citation = document id

@@ -61,7 +61,7 @@ def test_the_same_body_sent_to_two_replicas_counts_once_in_every_metric(start_ag
     # The race is decided by the store; the later retry to a replica that assembled the traces
     # itself is recognised by its own memory of completed traces (late spans) before the store.
     assert totals(replicas, "rag_agent_traces_duplicate_total") == QUERIES
-    assert replicas[0].store.queue_depth()["queued"] == single.store.queue_depth()["queued"]
+    assert replicas[0].store.queue.depth()["queued"] == single.store.queue.depth()["queued"]
 
 
 def test_a_retry_after_the_replica_that_stored_it_was_killed_counts_nothing_more(start_agent_process, postgres_url):

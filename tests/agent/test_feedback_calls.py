@@ -26,7 +26,7 @@ def test_citation_click_share_and_edit_are_counted_and_stored(start_agent):
         first = _ask(monitor, "what is the refund window?", "kb-refunds")
         private = _ask(monitor, "and for my account?", f"kb/{EMAIL}/notes.md")  # an id with PII in it
         assert monitor.force_flush(10)
-        wait_until(lambda: agent.store.get_recent(private) is not None, timeout=20, what="the queries")
+        wait_until(lambda: agent.store.recent.get(private) is not None, timeout=20, what="the queries")
         monitor.citation_click(first, "kb-refunds")
         monitor.citation_click(private, f"kb/{EMAIL}/notes.md")
         monitor.share(first, "export")
@@ -41,12 +41,12 @@ def test_citation_click_share_and_edit_are_counted_and_stored(start_agent):
     assert counted == {"citation_click": 2.0, "share": 2.0, "edit": 1.0}
     assert 'rag_feedback_total{kind="citation_click",release="r1",variant="production"} 2.0' in agent.scrape()
 
-    stored = {(e.kind, e.value) for e in agent.store.feedback_for(first)}
+    stored = {(e.kind, e.value) for e in agent.store.feedback.for_trace(first)}
     assert stored == {("citation_click", "kb-refunds"), ("share", "export"), ("share", "link"),
                       ("edit", "Refunds are accepted within 14 days.")}
     # A document id with PII is pseudonymised alike on the click and on the retrieved document: they join.
-    (click,) = agent.store.feedback_for(private)
-    assert click.value == agent.store.get_recent(private).retrieved[0].id == agent.agent.redactor.pseudonym(f"kb/{EMAIL}/notes.md")
+    (click,) = agent.store.feedback.for_trace(private)
+    assert click.value == agent.store.recent.get(private).retrieved[0].id == agent.agent.redactor.pseudonym(f"kb/{EMAIL}/notes.md")
 
 
 def test_pii_typed_in_an_edit_never_reaches_store_metrics_or_logs(start_agent, caplog):
@@ -60,7 +60,7 @@ def test_pii_typed_in_an_edit_never_reaches_store_metrics_or_logs(start_agent, c
     finally:
         monitor.shutdown()
     wait_until(lambda: agent.metric_sum("rag_feedback_total", kind="edit") == 1, timeout=20, what="the edit counted")
-    (edit,) = agent.store.feedback_for(trace_id)
+    (edit,) = agent.store.feedback.for_trace(trace_id)
     assert "<EMAIL>" in edit.value and "<CARD>" in edit.value and not leaks(edit.value)
     db = agent.agent.settings.resolved_store_url().removeprefix("sqlite:///")
     with sqlite3.connect(db) as conn:

@@ -52,16 +52,16 @@ def test_detected_and_marked_follow_ups_enter_the_queue_at_the_stratum_rate(star
 
     store = agent.store
     for name, traces in (("detected", detected), ("marked", marked)):
-        queued = [t for t in traces if store.item_for_trace(t) is not None]
+        queued = [t for t in traces if store.queue.item_for_trace(t) is not None]
         assert abs(len(queued) - SESSIONS * RATE) <= _binomial_bound(SESSIONS, RATE), (name, len(queued))
         for trace_id in queued:
-            item = store.item_for_trace(trace_id)
+            item = store.queue.item_for_trace(trace_id)
             assert (item.stratum, item.weight) == ("follow_up", 1 / RATE)
     # The answer doubted is the one reviewed, with the signal on it (for the signal validation).
     for trace_id in detected:
-        (event,) = store.feedback_for(trace_id)
+        (event,) = store.feedback.for_trace(trace_id)
         assert (event.kind, event.reason) == ("follow_up", DETECTED)
-    assert all(store.item_for_trace(t) is None for t in plain + follow_up_queries)
-    total_queued = sum(store.item_for_trace(t) is not None for t in detected + marked)
+    assert all(store.queue.item_for_trace(t) is None for t in plain + follow_up_queries)
+    total_queued = sum(store.queue.item_for_trace(t) is not None for t in detected + marked)
     assert agent.metric("rag_sampled_total", {"stratum": "follow_up"}) == total_queued
     monitor.shutdown()

@@ -31,10 +31,10 @@ class Harness:
         self.registry = CollectorRegistry()
         self.metrics = AgentMetrics(self.registry)
         self.retriever = HttpRetriever(url, timeout_s=timeout_s)
-        self.runner = ProbeRunner(store, PROBES, self.retriever, concurrency=2,
+        self.runner = ProbeRunner(store.probes, PROBES, self.retriever, concurrency=2,
                                   on_query=self.metrics.probe_queries.inc,
                                   on_error=lambda reason: self.metrics.probe_errors.labels(reason).inc())
-        self.exporter = ProbeExporter(store, self.metrics)
+        self.exporter = ProbeExporter(store.probes, self.metrics)
 
     def run(self):
         summary = self.runner.run("test")

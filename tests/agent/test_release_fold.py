@@ -59,7 +59,7 @@ def test_every_release_family_folds_alike(start_agent, tmp_path):
     sampling.write_text("base_rate: 1.0\n")
     agent = start_agent(top_releases=KEEP, sampling_config=str(sampling),
                         review_tokens=f"alice:reviewer:{hash_token('alice-token')}")
-    scored = lambda: agent.store.scorer_backlog(agent.agent.scoring.scorer.name) == 0  # noqa: E731
+    scored = lambda: agent.store.scores.backlog(agent.agent.scoring.scorer.name) == 0  # noqa: E731
     # First sightings, in order: each release counted while it was among its service's newest.
     n = send(agent, 0)
     wait_until(scored, timeout=60, what="the first round scored")
@@ -72,7 +72,7 @@ def test_every_release_family_folds_alike(start_agent, tmp_path):
     for _ in range(n):
         status, view = alice.api("POST", "/api/review/claim")
         assert status == 200, view
-        item = agent.store.get_item(json.loads(view)["item"])
+        item = agent.store.queue.get_item(json.loads(view)["item"])
         relevant = [c.key for c in candidates(item.id, item.query_record)[0] if c.document_id == "doc-1"]
         assert alice.api("POST", f"/api/review/items/{item.id}/relevance", {"relevant": relevant})[0] == 200
         assert alice.api("POST", f"/api/review/items/{item.id}/labels", {"faithful": "yes", "correct": "yes"})[0] == 200

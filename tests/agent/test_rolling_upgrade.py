@@ -107,15 +107,15 @@ def test_an_older_and_a_newer_replica_run_side_by_side(start_agent_process, post
             if i >= 4:  # feedback on a query the other replica assembled (and stored: waited for)
                 origin, trace = sent[i - 4]
                 wait_until(lambda t=trace: stored(rows, t), timeout=20, what="the query stored")
-                assert store.get_recent(trace).query  # and this version reads it, whichever replica wrote it
+                assert store.recent.get(trace).query  # and this version reads it, whichever replica wrote it
                 kind = ("thumbs_down", "regenerate", "copy")[i % 3]
                 monitors[1 - origin].feedback(trace, kind, reason="wrong" if kind == "thumbs_down" else None)
                 assert monitors[1 - origin].force_flush(30)
                 feedback_to["newer" if origin == 0 else "older"] += 1
-            if i % 5 == 0 and (item := store.claim("older-reviewer", 600)) is not None:
+            if i % 5 == 0 and (item := store.review.claim("older-reviewer", 600)) is not None:
                 labels = {"faithful": "yes", "correct": "no", "corrected_answer": "Fixed.",
                           "relevant_documents": [d.id for d in item.query_record.delivered]}
-                store.submit_review(item.id, "older-reviewer", labels)
+                store.review.submit_review(item.id, "older-reviewer", labels)
                 reviewed_by_older += 1
             i += 1
             time.sleep(0.1)
@@ -129,8 +129,8 @@ def test_an_older_and_a_newer_replica_run_side_by_side(start_agent_process, post
     # query's release: the replica receiving it read the other one's record.
     wait_until(lambda: sum(r.metric_sum("rag_queries_total") for r in replicas.values()) == len(sent), timeout=30,
                what="every query counted")
-    assert all(store.get_recent(t) is not None for _, t in sent)
-    wait_until(lambda: store.scorer_backlog("lexical-v1") == 0, timeout=60, what="every sampled answer scored")
+    assert all(store.recent.get(t) is not None for _, t in sent)
+    wait_until(lambda: store.scores.backlog("lexical-v1") == 0, timeout=60, what="every sampled answer scored")
     wait_until(lambda: sum(r.metric_sum("rag_feedback_total") for r in replicas.values()) == sum(feedback_to.values()),
                timeout=30, what="every feedback counted")
     for name, replica in replicas.items():

@@ -55,7 +55,7 @@ def test_a_leased_job_runs_on_one_replica_until_its_lease_lapses(store):
     replicas = {}
     for name in ran:
         replicas[name] = JobScheduler(AgentMetrics(registry if name == "a" else CollectorRegistry()),
-                                      try_lock=store.try_lock, holder=name)
+                                      try_lock=store.locks.try_lock, holder=name)
         replicas[name].add(Job("prune", lambda name=name: ran.__setitem__(name, ran[name] + 1), 1.0, lease_s=0.5))
     assert replicas["a"].run("prune") and not replicas["b"].run("prune")
     assert replicas["a"].run("prune")  # the holder renews its lease
@@ -106,9 +106,9 @@ def test_the_constructor_does_no_io_and_start_opens_in_order(tmp_path):
 def reviewed(store, i: int, release: str, excluded: bool, at: float, prob: float = 0.5):
     record = QueryRecord(trace_id=f"{i:032x}", root_span_id=f"{i:016x}", start_ns=i, end_ns=i + 1, release=release,
                          filters=[FilterApplied("relevance", excluded_ids=["d1"] if excluded else [])])
-    store.enqueue(record, stratum="base", inclusion_prob=prob, now=at)
-    item = store.claim("rev", lease_s=60, now=at)
-    store.submit_review(item.id, "rev", {"relevant_documents": ["d1"]}, now=at)
+    store.queue.enqueue(record, stratum="base", inclusion_prob=prob, now=at)
+    item = store.review.claim("rev", lease_s=60, now=at)
+    store.review.submit_review(item.id, "rev", {"relevant_documents": ["d1"]}, now=at)
 
 
 def test_review_statistics_read_only_new_reviews_and_match_a_full_recount(store):
@@ -117,18 +117,18 @@ def test_review_statistics_read_only_new_reviews_and_match_a_full_recount(store)
     stats = ReviewStatsCollector(store, window_s=10 * 3600, clock=lambda: now[0])
     for i in range(6):
         reviewed(store, i, release="r1" if i % 2 else "r2", excluded=i % 3 == 0, at=start - 3600 * (5 - i) + 10)
-    assert stats.stats() == false_exclusion_stats(store.reviewed())
+    assert stats.stats() == false_exclusion_stats(store.queue.reviewed())
     assert stats.rows_read == 6
     for i in range(6, 9):
         reviewed(store, i, release="r1", excluded=True, at=now[0] + i)
     now[0] += 60
     stats.refresh()
     assert stats.rows_read == 9  # the three new reviews, not the whole window again
-    assert stats.stats() == false_exclusion_stats(store.reviewed())
+    assert stats.stats() == false_exclusion_stats(store.queue.reviewed())
     # Hours older than the window fall off: the window now starts at start - 4 h + 60 s, inside the
     # hour of review 1, which still counts (to the hour); review 0's hour is gone.
     now[0] += 6 * 3600
     stats.refresh()
-    assert stats.stats() == false_exclusion_stats(store.reviewed(since=start - 4 * 3600))
-    assert stats.stats() != false_exclusion_stats(store.reviewed())
+    assert stats.stats() == false_exclusion_stats(store.queue.reviewed(since=start - 4 * 3600))
+    assert stats.stats() != false_exclusion_stats(store.queue.reviewed())
     assert stats.rows_read == 9

@@ -75,7 +75,7 @@ def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_
                     q.answer("answer")
             assert monitor.force_flush(10)
             if phase.start == 0:
-                wait_until(lambda: getattr(store.reservoir_info("intent", "reference"), "size", 0) == REFERENCE,
+                wait_until(lambda: getattr(store.reservoirs.info("intent", "reference"), "size", 0) == REFERENCE,
                            timeout=20, what="the reference captured")
     finally:
         monitor.shutdown()
@@ -103,15 +103,15 @@ def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_
     # One replica at a time holds the scoring lease: every sampled answer is scored and counted once.
     wait_until(lambda: sum(r.metric_sum("rag_faithfulness_scored_total") for r in replicas) == QUERIES, timeout=30,
                what="every answer scored once")
-    assert store.scorer_backlog("lexical-v1") == 0
+    assert store.scores.backlog("lexical-v1") == 0
 
     # Reviewers on both replicas drain the shared queue: every item exactly once.
-    wait_until(lambda: store.queue_depth().get("queued") == QUERIES, timeout=20, what="every query queued")
+    wait_until(lambda: store.queue.depth().get("queued") == QUERIES, timeout=20, what="every query queued")
     claimed: list[list[int]] = [[], []]
 
     def drain(i: int) -> None:
         replica_store = open_store(postgres_url)  # each reviewer through its own connection pool
-        while (item := replica_store.claim(f"reviewer-{i}", 60)) is not None:
+        while (item := replica_store.review.claim(f"reviewer-{i}", 60)) is not None:
             claimed[i].append(item.id)
         replica_store.close()
 
@@ -124,8 +124,8 @@ def test_two_replicas_on_postgresql_behave_as_one(start_agent_process, postgres_
     assert len(claimed[0]) + len(claimed[1]) == QUERIES
 
     # Both replicas schedule the drift job every second; each slot runs once.
-    wait_until(lambda: len(store.drift_runs("intent-chi")) >= 3, timeout=30, what="three drift runs")
-    runs = store.drift_runs("intent-chi")
+    wait_until(lambda: len(store.drift_runs.list("intent-chi")) >= 3, timeout=30, what="three drift runs")
+    runs = store.drift_runs.list("intent-chi")
     assert len({r.scheduled_for for r in runs}) == len(runs)
     assert all(any(r.holder.endswith(p.instance_suffix) for p in replicas) for r in runs)
     done = [r.result for r in runs if (r.result or {}).get("status") == "done"]
@@ -143,7 +143,7 @@ def test_a_reask_routed_to_the_other_replica_counts_as_a_regeneration(start_agen
             with monitor.query(question, session_id="s-42") as q:
                 q.answer("Settings > Billing.")
             assert monitor.force_flush(timeout_s=10)
-            wait_until(lambda q=q: replicas[0].store.get_recent(q.trace_id) is not None, timeout=10, what="the query stored")
+            wait_until(lambda q=q: replicas[0].store.recent.get(q.trace_id) is not None, timeout=10, what="the query stored")
     finally:
         for monitor in monitors:
             monitor.shutdown()

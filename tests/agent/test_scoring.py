@@ -68,7 +68,7 @@ def answer(i: int, **fields) -> QueryRecord:
 
 def test_a_scorer_whose_lease_lapsed_mid_batch_counts_nothing_twice(store):
     for i in range(20):
-        store.enqueue(answer(i), stratum="base", inclusion_prob=0.5)
+        store.queue.enqueue(answer(i), stratum="base", inclusion_prob=0.5)
     clock = Clock()
     second, second_registry = scoring_loop(store, "replica-b", HookedWorker(), clock)
 
@@ -80,7 +80,7 @@ def test_a_scorer_whose_lease_lapsed_mid_batch_counts_nothing_twice(store):
     assert first.tick() == 0  # its write is fenced off: nothing stored, nothing counted
     assert first.fenced == 1 and first.worker.pairs_scored == 8
     assert scored_total(first_registry) == 0 and scored_total(second_registry) == 20
-    assert store.scorer_backlog("lexical-v1") == 0
+    assert store.scores.backlog("lexical-v1") == 0
     assert first.tick() == 0  # the lease is the other replica's now
     clock.t += LEASE_S + 1
     assert first.tick() == 0  # lapsed again and retaken: nothing left to score, nothing counted again
@@ -89,7 +89,7 @@ def test_a_scorer_whose_lease_lapsed_mid_batch_counts_nothing_twice(store):
 
 def test_the_lease_is_renewed_before_every_chunk(store):
     for i in range(24):
-        store.enqueue(answer(i), stratum="base", inclusion_prob=0.5)
+        store.queue.enqueue(answer(i), stratum="base", inclusion_prob=0.5)
     clock = Clock()
     worker = HookedWorker()
     loop, registry = scoring_loop(store, "replica-a", worker, clock)
@@ -115,12 +115,12 @@ def test_hidden_and_context_less_answers_get_verdicts_of_their_own(store):
         answer(5, delivered=[], refused=True, answer="I cannot answer that."),
     ]
     for r in records:
-        store.enqueue(r, stratum="base", inclusion_prob=0.25)
+        store.queue.enqueue(r, stratum="base", inclusion_prob=0.25)
     worker = HookedWorker()
     loop, registry = scoring_loop(store, "replica-a", worker, Clock())
     assert loop.tick() == len(records)
     assert worker.pairs_scored == 2  # the supported answer and the refusal; nothing hidden or context-less
-    labels = {r.trace_id: store.scores_for(r.trace_id)["lexical-v1"].label for r in records}
+    labels = {r.trace_id: store.scores.for_trace(r.trace_id)["lexical-v1"].label for r in records}
     assert [labels[r.trace_id] for r in records] == [
         "supported", "not_scored", "not_scored", "no_context", "no_context", "refused"]
 

@@ -55,17 +55,17 @@ def test_spans_acknowledged_by_one_replica_join_their_root_on_another(start_agen
     trace_id = trace_id_of(7)
     assert a.post(body(child_spans(trace_id)))[0] == 200
     assert b.post(body([root_span(trace_id)]))[0] == 200
-    record = b.store.get_recent(trace_id)
+    record = b.store.recent.get(trace_id)
     assert {s.name for s in record.stages} >= {"filter", "retrieve"}
     assert [d.id for d in record.retrieved] == ["doc-1", "doc-2"]
     assert record.filters[0].excluded_ids == ["doc-9"]
-    assert b.store.item_for_trace(trace_id).query_record.retrieved == record.retrieved
-    assert b.store.pending_span_rows() == 0
+    assert b.store.queue.item_for_trace(trace_id).query_record.retrieved == record.retrieved
+    assert b.store.ingest.pending_span_rows() == 0
     # Replica a still held the early spans in memory: at its root timeout it does not count a partial trace.
     wait_until(lambda: a.agent.pipeline.assembler.pending_traces == 0, timeout=30, what="replica a's root timeout")
     assert a.metric_sum("rag_queries_total") == 0 and b.metric_sum("rag_queries_total") == 1
     assert a.metric_sum("rag_agent_traces_partial_total") == 0  # nor as a partial trace
-    assert b.store.get_recent(trace_id).retrieved == record.retrieved
+    assert b.store.recent.get(trace_id).retrieved == record.retrieved
 
 
 FAIL_FIRST_ENQUEUE = """
@@ -91,15 +91,15 @@ def test_a_store_failure_midway_and_the_exporters_retries_store_feedback_once(st
     trace_id = trace_id_of(11)
     request = body([*child_spans(trace_id), feedback_span(trace_id), root_span(trace_id)])
     assert agent.post(request)[0] == 503  # the review item's insert failed after the feedback's
-    assert agent.store.feedback_for(trace_id) == [] and agent.store.get_recent(trace_id) is None
+    assert agent.store.feedback.for_trace(trace_id) == [] and agent.store.recent.get(trace_id) is None
     assert agent.post(request)[0] == 200  # the exporter's retry
     assert agent.post(request)[0] == 200  # ... and again, its acknowledgement lost
     late = body([feedback_span(trace_id, kind="thumbs_up", n=10)])
     assert agent.post(late)[0] == 200 and agent.post(late)[0] == 200
-    assert sorted(e.kind for e in agent.store.feedback_for(trace_id)) == ["thumbs_down", "thumbs_up"]
+    assert sorted(e.kind for e in agent.store.feedback.for_trace(trace_id)) == ["thumbs_down", "thumbs_up"]
     labels = {"release": "r1", "variant": "production"}
     for kind in ("thumbs_down", "thumbs_up"):
         assert agent.metric("rag_feedback_total", {**labels, "kind": kind}) == 1, kind
     assert agent.metric_sum("rag_queries_total") == 1
-    item = agent.store.item_for_trace(trace_id)
-    assert item.query_record.feedback[0].kind == "thumbs_down" and agent.store.queue_depth()["queued"] == 1
+    item = agent.store.queue.item_for_trace(trace_id)
+    assert item.query_record.feedback[0].kind == "thumbs_down" and agent.store.queue.depth()["queued"] == 1

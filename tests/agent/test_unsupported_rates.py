@@ -28,17 +28,17 @@ def _fill(store) -> None:
         record = answer(i, answer=UNSUPPORTED if bad else SUPPORTED, release="r1")
         if i < 40:
             # Reviewed: the reviewer disagrees with the scorer on a few (the scorer is imperfect).
-            store.enqueue(record, stratum="base", inclusion_prob=P_REVIEW, counted_weight=1 / P_SCORE, score_prob=P_SCORE)
+            store.queue.enqueue(record, stratum="base", inclusion_prob=P_REVIEW, counted_weight=1 / P_SCORE, score_prob=P_SCORE)
         else:
-            store.enqueue(record, stratum="base", inclusion_prob=P_SCORE, queue=SCORE_QUEUE)
+            store.queue.enqueue(record, stratum="base", inclusion_prob=P_SCORE, queue=SCORE_QUEUE)
 
 
 def _review(store) -> None:
     done = 0
-    while (item := store.claim("reviewer", 600)) is not None:
+    while (item := store.review.claim("reviewer", 600)) is not None:
         i = int(item.trace_id, 16) - 1
         bad = (i % 3 == 0) != (i % 7 == 0)  # humans see 1 in 7 answers differently from the scorer
-        store.submit_review(item.id, "reviewer", {"faithful": "no" if bad else "yes"})
+        store.review.submit_review(item.id, "reviewer", {"faithful": "no" if bad else "yes"})
         done += 1
     assert done == 40
 
@@ -60,12 +60,12 @@ def test_the_exported_rates_are_the_estimators_on_the_stored_samples(tmp_path):
         # Read the samples back item by item.
         scores = {}
         for i in range(200):
-            scores[f"{i + 1:032x}"] = store.scores_for(f"{i + 1:032x}")["lexical-v1"]
+            scores[f"{i + 1:032x}"] = store.scores.for_trace(f"{i + 1:032x}")["lexical-v1"]
         f_all = [1 - s.score for s in scores.values() if s.label in ("supported", "unsupported")]
         assert len(f_all) == 200
-        assert store.score_sums("lexical-v1")[("r1", "production")] == ScoredSums.of(f_all, [1 / P_SCORE] * 200)
+        assert store.scores.sums("lexical-v1")[("r1", "production")] == ScoredSums.of(f_all, [1 / P_SCORE] * 200)
         y, f, w, w_s = [], [], [], []
-        for item, review in store.reviewed():
+        for item, review in store.queue.reviewed():
             y.append(float(review.labels["faithful"] == "no"))
             f.append(1 - scores[item.trace_id].score)
             w.append(1 / P_REVIEW)

@@ -61,7 +61,7 @@ def firing(alertname: str, **labels: str):
 
 def test_new_release_breaking_answers_and_latency_pages_as_a_regression(start_agent, tmp_path):
     agent = start_scoring_agent(start_agent, tmp_path)
-    agent.store.note_release("support-bot", "r1", time.time() - 86400)  # r1 has been live for a day
+    agent.store.releases.note("support-bot", "r1", time.time() - 86400)  # r1 has been live for a day
     with AlertingStack(tmp_path / "stack", [f"127.0.0.1:{agent.agent.settings.http_port}"], FAST_OVERRIDES) as stack:
         with Traffic(agent.otlp_url, "r1", SUPPORTED, seconds=0.3):
             # Triage compares r2 with r1's last stable values: r1 serves until Prometheus has them.
@@ -83,7 +83,7 @@ def test_the_same_breakage_without_a_release_arrives_as_drift(start_agent, tmp_p
     """Latency pages as drift; faithfulness does not page at all: with no human label and no release
     to compare with, the scorer's own flag rate (biased by its errors) is never read as the level."""
     agent = start_scoring_agent(start_agent, tmp_path)
-    agent.store.note_release("support-bot", "r1", time.time() - 86400)
+    agent.store.releases.note("support-bot", "r1", time.time() - 86400)
     with AlertingStack(tmp_path / "stack", [f"127.0.0.1:{agent.agent.settings.http_port}"], FAST_OVERRIDES) as stack:
         with Traffic(agent.otlp_url, "r1", UNSUPPORTED, seconds=12.0):
             alert = stack.webhook.wait_for_alert(firing("RagQueryLatencyOverSLO", triage="drift", severity="page"), timeout=90)

@@ -27,7 +27,7 @@ def test_an_unannounced_reshuffle_pages_an_announced_one_waits_and_a_pin_resolve
     hook = RetrievalHook({q: list(ids) for q, ids in INDEX.items()})
     try:
         agent = start_agent(probes_url=hook.url, probes_path=str(probe_set), probes_interval_s=0.5)
-        agent.store.note_release("support-bot", "r1", time.time() - 86400)  # no recent release: triage drift
+        agent.store.releases.note("support-bot", "r1", time.time() - 86400)  # no recent release: triage drift
         overrides = {**FAST_OVERRIDES, "neighbour_stability.for": "2s"}
         with AlertingStack(tmp_path / "stack", [f"127.0.0.1:{agent.agent.settings.http_port}"], overrides) as stack:
             prom = stack.prometheus
@@ -50,7 +50,7 @@ def test_an_unannounced_reshuffle_pages_an_announced_one_waits_and_a_pin_resolve
             # `rag-monitor probes pin` after the intended change:
             retriever = HttpRetriever(hook.url)
             try:
-                ProbeRunner(agent.store, load_probe_set(probe_set, k=4), retriever).pin()
+                ProbeRunner(agent.store.probes, load_probe_set(probe_set, k=4), retriever).pin()
             finally:
                 retriever.close()
             resolved = stack.webhook.wait_for_alert(

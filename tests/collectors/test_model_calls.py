@@ -141,7 +141,7 @@ def test_hidden_content_is_marked_and_never_compared(tmp_path):
         assert (record.query, record.answer, record.retrieved[0].content, record.retrieved[0].id) == ("", "", "", "d1")
     store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
     try:
-        detector = RegenerationDetector(store, window_s=600, similarity=0.8)
+        detector = RegenerationDetector(store.session_windows, window_s=600, similarity=0.8)
         # two different hidden questions in one session: no inferred regeneration (not two equal placeholders)
         for record in records:
             detector.offer([record], lambda r: (r.release, r.variant, "unknown"))
@@ -178,12 +178,12 @@ def test_hidden_records_are_not_embedded_for_drift(tmp_path):
                 for n, s in (("q", "query_embedding"), ("d", "document_embedding"))]
     store = open_store(f"sqlite:///{tmp_path / 's.db'}")
     try:
-        feed = DriftFeed(store, profiles, embedder=embedder, embedding_model="m")
+        feed = DriftFeed(store.reservoirs, profiles, embedder=embedder, embedding_model="m")
         hidden = _hidden_query_records(CaptureConfig(hide_inputs=True, hide_document_content=True))[0]
         hidden.query_embedding = [0.5, 0.5]  # a vector of hidden content is not used either
         feed.offer([hidden])
         feed.tick()
-        assert embedded == [] and store.reservoir_info("query_embedding", "current") is None
+        assert embedded == [] and store.reservoirs.info("query_embedding", "current") is None
         visible = _hidden_query_records(CaptureConfig())[0]
         feed.offer([visible])
         feed.tick()

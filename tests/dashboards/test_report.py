@@ -6,6 +6,7 @@ import base64
 import re
 import shutil
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 
@@ -29,11 +30,10 @@ class _Store:
     def __init__(self, records, runs=()):
         self.records = {r.trace_id: r for r in records}
         self.runs = list(runs)
+        self.recent = SimpleNamespace(get=self.records.get)
+        self.drift_runs = SimpleNamespace(list=self._runs)
 
-    def get_recent(self, trace_id):
-        return self.records.get(trace_id)
-
-    def drift_runs(self, profile, limit=100):
+    def _runs(self, profile, limit=100):
         return [r for r in self.runs if r.profile == profile][:limit]
 
 

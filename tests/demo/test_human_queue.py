@@ -19,19 +19,19 @@ def store(tmp_path):
 def _fill(store, singles: int, pairs: int, start: int = 1) -> None:
     """``singles`` answers, then ``pairs`` shadow pairs stored whole and one still waiting for its half."""
     for i in range(start, start + singles):
-        store.enqueue(make_record(i), stratum="base", inclusion_prob=0.2)
+        store.queue.enqueue(make_record(i), stratum="base", inclusion_prob=0.2)
     for i in range(start + singles, start + singles + pairs):
         shadow = make_record(i + 10_000, variant="shadow")
-        store.enqueue(make_record(i, variant="production"), stratum="shadow_pair", inclusion_prob=0.5,
+        store.queue.enqueue(make_record(i, variant="production"), stratum="shadow_pair", inclusion_prob=0.5,
                       pair_trace_id=shadow.trace_id, pair_record=shadow)
-    store.enqueue(make_record(start + 20_000), stratum="shadow_pair", inclusion_prob=0.5, pair_trace_id="f" * 32)
+    store.queue.enqueue(make_record(start + 20_000), stratum="shadow_pair", inclusion_prob=0.5, pair_trace_id="f" * 32)
 
 
 def _simulated_pass(store) -> list[int]:
     """What the simulated reviewer does: claim and label everything offered to it."""
     labelled = []
-    while (item := store.claim(SIMULATED, 60.0)) is not None:
-        store.submit_review(item.id, SIMULATED, {"faithful": "yes"})
+    while (item := store.review.claim(SIMULATED, 60.0)) is not None:
+        store.review.submit_review(item.id, SIMULATED, {"faithful": "yes"})
         labelled.append(item.id)
     return labelled
 
@@ -47,8 +47,8 @@ def test_the_simulated_reviewer_never_sees_the_humans_share(store):
     assert human.reserve() == 0  # quotas met
 
     seen_by_simulated = set(first) | set(second)
-    mine = [store.claim(HUMAN, 60.0) for _ in range(12)]
-    assert all(item is not None for item in mine) and store.claim(HUMAN, 60.0) is None
+    mine = [store.review.claim(HUMAN, 60.0) for _ in range(12)]
+    assert all(item is not None for item in mine) and store.review.claim(HUMAN, 60.0) is None
     assert not {item.id for item in mine} & seen_by_simulated
     assert sum(item.pair_record is not None for item in mine) == 2
     # The simulated reviewer labelled everything else, the unpaired half included.
@@ -61,9 +61,9 @@ def test_summary_says_how_many_wait_for_the_person(store):
     human.reserve()
     _simulated_pass(store)
     # A second review the simulated reviewer asked for is the person's to give, too.
-    store.enqueue(make_record(500), stratum="base", inclusion_prob=0.2)
-    item = store.claim(SIMULATED, 60.0)
-    store.submit_review(item.id, SIMULATED, {"faithful": "yes"}, reviews_needed=2)
+    store.queue.enqueue(make_record(500), stratum="base", inclusion_prob=0.2)
+    item = store.review.claim(SIMULATED, 60.0)
+    store.review.submit_review(item.id, SIMULATED, {"faithful": "yes"}, reviews_needed=2)
     assert human.waiting() == {"items": 13, "pairs": 2}
 
     from rag_monitor.demo.summary import DemoSummary, render_summary

@@ -116,11 +116,11 @@ def test_from_the_demo_to_a_submitted_blind_review(tmp_path, browser):  # noqa: 
     settings = load_settings(tmp_path / ".rag-monitor-demo" / "agent.yaml", environ={})
     store = open_store(settings.resolved_store_url())
     try:
-        mine = [(item_id, r) for item_id, reviews in store.all_reviews().items() for r in reviews if r.reviewer == reviewer]
+        mine = [(item_id, r) for item_id, reviews in store.review.all_reviews().items() for r in reviews if r.reviewer == reviewer]
         assert reviewer == HUMAN and len(mine) == 1, mine
         item_id, review = mine[0]
         assert review.labels["faithful"] == "yes" and len(review.labels["relevant_documents"]) == 1, review.labels
-        assert store.get_item(item_id).assigned_to == HUMAN  # from the person's own queue
+        assert store.queue.get_item(item_id).assigned_to == HUMAN  # from the person's own queue
         assert HumanQueue(store).waiting()["items"] < int(waiting[1])  # it left the queue
     finally:
         store.close()

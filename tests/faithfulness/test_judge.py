@@ -156,8 +156,8 @@ def test_the_agent_runs_the_judge_beside_its_scorer_with_metrics(start_agent, tm
             monitor.force_flush()
         finally:
             monitor.shutdown()
-        wait_until(lambda: "llm-judge-v1" in agent.store.scores_for(trace_id), timeout=60, what="the judge's score")
-    scores = agent.store.scores_for(trace_id)
+        wait_until(lambda: "llm-judge-v1" in agent.store.scores.for_trace(trace_id), timeout=60, what="the judge's score")
+    scores = agent.store.scores.for_trace(trace_id)
     assert set(scores) == {"lexical-v1", "llm-judge-v1"}
     judged = scores["llm-judge-v1"]
     assert judged.score == 1.0 and judged.label == "supported" and judged.threshold == 1.0 and "supported" in judged.claims
@@ -166,4 +166,4 @@ def test_the_agent_runs_the_judge_beside_its_scorer_with_metrics(start_agent, tm
     assert agent.metric("rag_judge_cost_usd_total") == pytest.approx(120 * 2.0 / 1e6)
     assert agent.metric("rag_scorer_info", {"scorer": "llm-judge-v1", "version": "1", "threshold": "1", "threshold_source": "shipped"}) == 1
     # The judge's call is not a query of its own: nothing but the app's query was ingested or queued.
-    assert agent.metric_sum("rag_queries_total") == 1 and agent.store.queue_depth()["queued"] == 1
+    assert agent.metric_sum("rag_queries_total") == 1 and agent.store.queue.depth()["queued"] == 1

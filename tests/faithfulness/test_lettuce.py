@@ -244,9 +244,9 @@ def test_the_agent_scores_with_lettucedetect_when_its_directory_is_set(start_age
     passages, answer, question = PAIRS[0]
     record = QueryRecord(trace_id="ab" * 16, root_span_id="cd" * 8, start_ns=0, end_ns=1, query=question, answer=answer,
                          delivered=[Document(f"d{i}", p) for i, p in enumerate(passages)])
-    agent.store.enqueue(record, stratum="base", inclusion_prob=0.5)
-    wait_until(lambda: "lettucedetect" in agent.store.scores_for(record.trace_id), timeout=60, what="the score")
-    stored = agent.store.scores_for(record.trace_id)["lettucedetect"]
+    agent.store.queue.enqueue(record, stratum="base", inclusion_prob=0.5)
+    wait_until(lambda: "lettucedetect" in agent.store.scores.for_trace(record.trace_id), timeout=60, what="the score")
+    stored = agent.store.scores.for_trace(record.trace_id)["lettucedetect"]
     expected = LettuceScorer.load(tiny_dir, device="cpu").assess(passages, answer, question=question)
     assert stored.score == pytest.approx(expected.value, abs=1e-4) and stored.label == "unsupported"
     claims = claims_from_json(stored.claims)

@@ -230,11 +230,11 @@ def review(traffic: Traffic, store) -> int:
     documents whose content is a gold document's are relevant."""
     by_content, gold = _gold_keys(traffic)
     done = 0
-    while (item := store.claim("oracle-reviewer", 600)) is not None:
+    while (item := store.review.claim("oracle-reviewer", 600)) is not None:
         record = item.query_record
         shown = [*record.delivered, *record.retrieved, *(d for f in record.filters for d in f.excluded_documents)]
         relevant = {d.id for d in shown if d.id and d.content and by_content.get(d.content) in gold.get(item.trace_id, ())}
-        store.submit_review(item.id, "oracle-reviewer", {"relevant_documents": sorted(relevant), "faithful": "yes"})
+        store.review.submit_review(item.id, "oracle-reviewer", {"relevant_documents": sorted(relevant), "faithful": "yes"})
         done += 1
     return done
 

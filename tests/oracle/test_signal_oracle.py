@@ -29,6 +29,7 @@ class SampleStore:
 
     def __init__(self, reviewed, feedback):
         self._reviewed, self._feedback = reviewed, feedback
+        self.queue = self.review = self.feedback = self  # each repository the collector reads
 
     def reviewed(self, since=None):
         return self._reviewed
@@ -39,7 +40,7 @@ class SampleStore:
     def reviewer_progress(self):
         return {}
 
-    def feedback_for_traces(self, trace_ids):
+    def for_traces(self, trace_ids):
         return {t: self._feedback[t] for t in trace_ids if t in self._feedback}
 
 

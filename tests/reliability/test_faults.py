@@ -148,7 +148,7 @@ def test_kill_9_while_ingesting_and_scoring_loses_nothing_acknowledged_and_doubl
     sender.start()
     try:
         # Kill while ingest is streaming and the scorer is between batches: some scored, some not.
-        wait_until(lambda: store.scorer_backlog() < len(store_ids(db)) and len(acked) >= 100, timeout=30,
+        wait_until(lambda: store.scores.backlog() < len(store_ids(db)) and len(acked) >= 100, timeout=30,
                    what="the scorer to have scored part of the stream")
         os.kill(first.proc.pid, signal.SIGKILL)
         first.proc.wait(10)
@@ -169,7 +169,7 @@ def test_kill_9_while_ingesting_and_scoring_loses_nothing_acknowledged_and_doubl
     unanswered = sorted(set(attempted) - set(acked))
     for i in unanswered + acked[-5:]:
         assert post(second.otlp_url, query_request(i))[0] == 200
-    wait_until(lambda: store.scorer_backlog() == 0, timeout=30, what="the backlog scored after restart")
+    wait_until(lambda: store.scores.backlog() == 0, timeout=30, what="the backlog scored after restart")
 
     expected = {trace_id_of(i) for i in attempted}
     with sqlite3.connect(db) as conn:
@@ -182,7 +182,7 @@ def test_kill_9_while_ingesting_and_scoring_loses_nothing_acknowledged_and_doubl
     # The restarted agent scored only the backlog: nothing scored before the kill was scored again.
     rescored = second.metric_sum("rag_faithfulness_scored_total")
     assert rescored == len(per_trace) - len(scored_before), (rescored, len(per_trace), len(scored_before))
-    assert store.queue_depth()["queued"] == len(per_trace)
+    assert store.queue.depth()["queued"] == len(per_trace)
     store.close()
     print(f"\nkill -9: {len(acked)} acked, {len(unanswered)} unanswered, {len(scored_before)} scored before kill, "
           f"{rescored:.0f} scored after restart")
@@ -207,11 +207,11 @@ def test_kill_9_with_traces_waiting_for_their_root_keeps_every_acknowledged_span
     store = open_store(f"sqlite:///{db}")
     try:
         for trace_id in traces:
-            for record in (store.get_recent(trace_id), store.item_for_trace(trace_id).query_record):
+            for record in (store.recent.get(trace_id), store.queue.item_for_trace(trace_id).query_record):
                 assert {s.name for s in record.stages} >= {"filter", "retrieve"}, trace_id
                 assert [d.id for d in record.retrieved] == ["doc-1", "doc-2"]
                 assert record.filters and record.filters[0].excluded_ids == ["doc-9"]
-        assert store.pending_span_rows() == 0
+        assert store.ingest.pending_span_rows() == 0
         assert second.metric_sum("rag_queries_total") == len(traces)
         assert second.metric_sum("rag_stage_duration_seconds_count", stage="retrieve") == len(traces)
     finally:
@@ -238,19 +238,19 @@ def test_drift_run_of_a_dead_holder_is_reclaimed_after_its_lease_and_finished_on
     store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
     t0 = 1_800_000_000.0
     # A replica claims the run and dies before finishing it.
-    assert store.claim_run("p", t0, "dead", lease_s=60, now=t0)
+    assert store.drift_runs.claim("p", t0, "dead", lease_s=60, now=t0)
     # While its lease is valid nobody else runs it (no double run) ...
-    assert not store.claim_run("p", t0, "live", lease_s=60, now=t0 + 59)
+    assert not store.drift_runs.claim("p", t0, "live", lease_s=60, now=t0 + 59)
     # ... once it lapses, the run is re-claimed and counted as a second attempt.
-    assert store.claim_run("p", t0, "live", lease_s=60, now=t0 + 61)
-    run = store.get_run("p", t0)
+    assert store.drift_runs.claim("p", t0, "live", lease_s=60, now=t0 + 61)
+    run = store.drift_runs.get("p", t0)
     assert (run.holder, run.attempts, run.status) == ("live", 2, "running")
     # The dead holder coming back (a paused VM) cannot overwrite the live holder's result.
-    assert not store.finish_run("p", t0, "dead", result={"status": "done", "by": "dead"})
-    assert store.finish_run("p", t0, "live", result={"status": "done", "by": "live"})
+    assert not store.drift_runs.finish("p", t0, "dead", result={"status": "done", "by": "dead"})
+    assert store.drift_runs.finish("p", t0, "live", result={"status": "done", "by": "live"})
     # Finished runs are never claimed again, however late.
-    assert not store.claim_run("p", t0, "third", lease_s=60, now=t0 + 10_000)
-    runs = store.drift_runs("p")
+    assert not store.drift_runs.claim("p", t0, "third", lease_s=60, now=t0 + 10_000)
+    runs = store.drift_runs.list("p")
     assert len(runs) == 1 and runs[0].result["by"] == "live" and runs[0].status == "ok"
     store.close()
 
@@ -259,12 +259,12 @@ def test_run_profile_skips_a_slot_another_holder_is_running_and_finishes_its_own
     store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
     now = 1_800_000_123.0
     slot = slot_of(PROFILE, now)
-    assert store.claim_run(PROFILE.name, slot, "other", lease_s=600, now=now)
+    assert store.drift_runs.claim(PROFILE.name, slot, "other", lease_s=600, now=now)
     assert run_profile(store, PROFILE, "me", now=now + 1) is None  # held: not run twice
     result = run_profile(store, PROFILE, "me", now=now + 600)  # the next slot is ours
     assert result is not None and result["status"] == "skipped"  # empty windows: stored, not raised
     assert run_profile(store, PROFILE, "again", now=now + 601) is None  # done: not again
-    assert store.get_run(PROFILE.name, slot + 600).status == "ok"
+    assert store.drift_runs.get(PROFILE.name, slot + 600).status == "ok"
     store.close()
 
 
@@ -273,14 +273,14 @@ def test_run_killed_midway_is_redone_in_its_slot(tmp_path):
     start = 1_800_000_000.0 + 10  # a scheduler fire, 10 s into a slot
     slot = slot_of(PROFILE, start)
     # What run_profile claims before it dies (its own lease), simulated by the same call it makes.
-    assert store.claim_run(PROFILE.name, slot, "dead", signal=PROFILE.signal, detector=PROFILE.detector,
+    assert store.drift_runs.claim(PROFILE.name, slot, "dead", signal=PROFILE.signal, detector=PROFILE.detector,
                            lease_s=run_lease_s(PROFILE), now=start)
     # A live replica tries the slot at its scheduler's pace for the rest of the slot.
     t = start + fire_interval_s(PROFILE)
     while slot_of(PROFILE, t) == slot:
         run_profile(store, PROFILE, "live", now=t)
         t += fire_interval_s(PROFILE)
-    run = store.get_run(PROFILE.name, slot)
+    run = store.drift_runs.get(PROFILE.name, slot)
     assert run.status == "ok" and run.holder == "live" and run.attempts == 2
 
 
@@ -329,7 +329,7 @@ def test_postgresql_stopped_mid_run_is_503_then_full_recovery(start_agent):
             assert post(agent.otlp_url, query_request(i))[0] == 200
             acked.add(i)
         for i in acked:
-            record = agent.store.get_recent(trace_id_of(i))
+            record = agent.store.recent.get(trace_id_of(i))
             assert record is not None and record.query == f"question {i}", i
         assert agent.metric_sum("rag_queries_total") == len(acked)  # counted once each, the refused too
         assert agent.metric("rag_agent_ingest_errors_total", {"reason": "store_unavailable"}) == len(refused)
@@ -364,7 +364,7 @@ def test_sqlite_locked_sdk_exporter_retries_and_every_query_arrives_once(start_a
     monitor.shutdown()
     assert (stats.failed, stats.dropped) == (0, 0), stats
     for trace_id in trace_ids:
-        record = agent.store.get_recent(trace_id)
+        record = agent.store.recent.get(trace_id)
         assert record is not None and len(record.delivered or record.retrieved or [None]) >= 1, trace_id
     assert agent.metric_sum("rag_queries_total") == len(trace_ids)  # once each, despite the retry
 
@@ -378,7 +378,7 @@ def test_phoenix_down_ingest_and_metrics_unaffected_failures_counted(start_agent
     for i in range(30):
         assert post(agent.otlp_url, query_request(i))[0] == 200
     assert agent.metric_sum("rag_queries_total") == 30
-    assert all(agent.store.get_recent(trace_id_of(i)) for i in range(30))
+    assert all(agent.store.recent.get(trace_id_of(i)) for i in range(30))
     wait_until(lambda: agent.metric_sum("rag_agent_forwarded_spans_total", outcome="failed") == 30, timeout=20,
                what="the failed forwards counted")
     assert agent.metric_sum("rag_agent_forwarded_spans_total", outcome="sent") == 0
@@ -401,7 +401,7 @@ def test_phoenix_slow_ingest_and_metrics_unaffected_drops_counted_then_recovery(
         # Every request was answered while the forwarder's first post still hangs in Phoenix.
         assert phoenix.hanging and phoenix.spans_received == 0
         assert agent.metric_sum("rag_queries_total") == 40
-        assert all(agent.store.get_recent(trace_id_of(i)) for i in range(40))
+        assert all(agent.store.recent.get(trace_id_of(i)) for i in range(40))
         # The bounded forward queue (10 spans) overflowed: the oldest were dropped and counted. On a
         # busy machine the hanging post may time out (5 s) before the 40th request: that batch
         # (at most 10 spans) is counted failed, and the next one hangs in its place.

@@ -481,7 +481,7 @@ def assert_still_usable(running, counts: Counter) -> None:
     body, trace_id = valid_query_request()
     result = pipeline.ingest(body, PROTOBUF)
     assert result.records == 1, result
-    assert running.store.get_recent(trace_id) is not None
+    assert running.store.recent.get(trace_id) is not None
     # An exception swallowed inside assembly is a crash too, just a quiet one.
     assert running.metric("rag_agent_traces_dropped_total", {"reason": "assembly_error"}) in (None, 0.0), counts
     print(f"\nfuzz cases: {dict(counts)}")

@@ -114,7 +114,7 @@ class Reviewing:
     def claim(self) -> int:
         status, body = self.client.api("POST", "/api/review/claim")
         if status == 204:
-            self.agent.store.enqueue(sample_record(uuid.uuid4().hex), stratum="base", inclusion_prob=1.0)
+            self.agent.store.queue.enqueue(sample_record(uuid.uuid4().hex), stratum="base", inclusion_prob=1.0)
             status, body = self.client.api("POST", "/api/review/claim")
         assert status == 200, (status, body)
         self.item_id = json.loads(body)["item"]
@@ -131,7 +131,7 @@ class Reviewing:
         """A valid submission for the claimed item must still be stored."""
         labels = {"faithful": "yes", "correct": "no", "reasons": ["wrong"], "note": "after the fuzz",
                   "corrected_answer": "fixed"}
-        reviews = self.agent.store.all_reviews
+        reviews = self.agent.store.review.all_reviews
         before = sum(map(len, reviews().values()))  # an item picked for a second review returns to the queue
         status, body = self.post_labels(json.dumps(labels).encode())
         assert status == 200, (status, body)
@@ -140,7 +140,7 @@ class Reviewing:
 
 def test_label_bodies_never_5xx_and_refusals_say_why(review_agent):
     reviewing, counts = Reviewing(review_agent), Counter()
-    reviewing.agent.store.enqueue(sample_record(uuid.uuid4().hex), stratum="base", inclusion_prob=1.0)
+    reviewing.agent.store.queue.enqueue(sample_record(uuid.uuid4().hex), stratum="base", inclusion_prob=1.0)
 
     def send(body: bytes, content_type: str = "application/json") -> None:
         status, answer = reviewing.post_labels(body, content_type)
@@ -184,7 +184,7 @@ def item_paths(draw) -> str:
 def test_item_ids_in_the_path_never_5xx(review_agent):
     reviewing, counts = Reviewing(review_agent), Counter()
     for _ in range(5):  # items nobody claimed: alice may not label them (403)
-        review_agent.store.enqueue(sample_record(uuid.uuid4().hex), stratum="base", inclusion_prob=1.0)
+        review_agent.store.queue.enqueue(sample_record(uuid.uuid4().hex), stratum="base", inclusion_prob=1.0)
 
     @fuzz_settings(200)
     @given(item_paths(), st.sampled_from(["POST"] * 6 + ["GET", "PUT", "DELETE"]))

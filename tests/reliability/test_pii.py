@@ -57,7 +57,7 @@ def test_seeded_pii_reaches_no_sink(start_agent, phoenix_server, tmp_path, caplo
         monitor.force_flush()
     finally:
         monitor.shutdown()
-    wait_until(lambda: agent.store.queue_depth().get("queued") == len(trace_ids), timeout=20, what="every query in review")
+    wait_until(lambda: agent.store.queue.depth().get("queued") == len(trace_ids), timeout=20, what="every query in review")
     assert agent.metric_sum("rag_agent_pii_redactions_total") >= len(ALL)
 
     # the store: every table, every column, as SQLite holds it

@@ -16,10 +16,10 @@ from tests.review.test_review_api import sample_record
 
 
 def review(store, trace_id: str, reviewer: str, labels: dict, draft: dict, needed: int = 1) -> None:
-    item = store.claim(reviewer, 60)
+    item = store.review.claim(reviewer, 60)
     assert item.trace_id == trace_id
-    store.save_draft(item.id, reviewer, draft)
-    store.submit_review(item.id, reviewer, {**draft, **labels}, reviews_needed=needed)
+    store.review.save_draft(item.id, reviewer, draft)
+    store.review.submit_review(item.id, reviewer, {**draft, **labels}, reviews_needed=needed)
 
 
 @pytest.fixture
@@ -27,8 +27,8 @@ def reviewed_store(tmp_path):
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = open_store(url)
     # two releases; r2's first item is reviewed twice (disagreeing on correct)
-    store.enqueue(sample_record("01" * 16, release="r1", session_id="s1"), stratum="base", inclusion_prob=0.5)
-    store.enqueue(sample_record("02" * 16, release="r2", session_id="s2"), stratum="base", inclusion_prob=1.0)
+    store.queue.enqueue(sample_record("01" * 16, release="r1", session_id="s1"), stratum="base", inclusion_prob=0.5)
+    store.queue.enqueue(sample_record("02" * 16, release="r2", session_id="s2"), stratum="base", inclusion_prob=1.0)
     gold = {"relevant_documents": ["doc-archived"], "gold_documents": ["doc-archived"]}
     review(store, "01" * 16, "alice", {"correct": "no", "faithful": "yes", "corrected_answer": "Cancel online."}, gold)
     review(store, "02" * 16, "alice", {"correct": "yes", "faithful": "yes"}, gold, needed=2)

@@ -135,7 +135,7 @@ def test_csrf_token_and_origin_are_required(review_agent):
 
 def test_two_steps_keep_relevance_blind_and_never_show_excluded_or_unrecorded_documents(review_agent):
     store = review_agent.store
-    store.enqueue(sample_record(), stratum="thumbs_down", inclusion_prob=1.0)
+    store.queue.enqueue(sample_record(), stratum="thumbs_down", inclusion_prob=1.0)
     alice = Client(review_agent.http_url)
     alice.login("alice-token")
     status, body = alice.api("POST", "/api/review/claim")
@@ -174,14 +174,14 @@ def test_two_steps_keep_relevance_blind_and_never_show_excluded_or_unrecorded_do
     labels = {"faithful": "yes", "correct": "no", "reasons": ["wrong"], "note": "archived policy",
               "corrected_answer": "Cancel online under Settings > Billing."}
     assert alice.api("POST", f"/api/review/items/{item}/labels", labels)[0] == 200
-    (stored, review), = store.reviewed()
+    (stored, review), = store.queue.reviewed()
     assert review.labels["relevant_documents"] == review.labels["gold_documents"] == ["doc-current"]
     assert review.labels["corrected_answer"] == "Cancel online under Settings > Billing."
     assert review.reviewer == "alice" and stored.state == "reviewed"
 
 
 def test_bidirectional_controls_are_made_visible(review_agent):
-    review_agent.store.enqueue(sample_record(query="Refund \u202egnp.exe\u202c?", answer="Yes \u2067x\u2069"), stratum="base", inclusion_prob=1.0)
+    review_agent.store.queue.enqueue(sample_record(query="Refund \u202egnp.exe\u202c?", answer="Yes \u2067x\u2069"), stratum="base", inclusion_prob=1.0)
     alice = Client(review_agent.http_url)
     alice.login("alice-token")
     status, body = alice.api("POST", "/api/review/claim")
@@ -202,12 +202,12 @@ def test_false_exclusion_rate_from_reviews(review_agent):
     # doc (eligible, not excluded), nothing.
     relevant_by_trace = {"aa" * 16: "doc-current", "bb" * 16: "doc-archived", "dd" * 16: None}
     for trace_id in relevant_by_trace:
-        store.enqueue(sample_record(trace_id), stratum="base", inclusion_prob=0.5)
+        store.queue.enqueue(sample_record(trace_id), stratum="base", inclusion_prob=0.5)
     alice = Client(review_agent.http_url)
     alice.login("alice-token")
     for _ in relevant_by_trace:
         view = json.loads(alice.api("POST", "/api/review/claim")[1])
-        item = store.get_item(view["item"])
+        item = store.queue.get_item(view["item"])
         wanted = relevant_by_trace[item.trace_id]
         keys = [c.key for c in candidates(item.id, item.query_record)[0] if c.document_id == wanted]
         assert alice.api("POST", f"/api/review/items/{item.id}/relevance", {"relevant": keys})[0] == 200
@@ -222,20 +222,20 @@ def test_false_exclusion_rate_from_reviews(review_agent):
 
 def test_tenant_scoped_reviewer_sees_only_their_tenants_and_never_another_tenants_pair(review_agent):
     store = review_agent.store
-    store.enqueue(sample_record("aa" * 16, tenant="acme"), stratum="base", inclusion_prob=1.0)
+    store.queue.enqueue(sample_record("aa" * 16, tenant="acme"), stratum="base", inclusion_prob=1.0)
     dave = Client(review_agent.http_url)
     dave.login("dave-token")
     assert dave.api("POST", "/api/review/claim")[0] == 204
     # a globex item whose shadow pair is an acme answer: the pair is never shown
-    store.put_recent([sample_record("cc" * 16, tenant="acme", answer="ACME-ONLY shadow answer", variant="production")])
-    store.enqueue(sample_record("bb" * 16, tenant="globex"), stratum="shadow_pair", inclusion_prob=1.0, pair_trace_id="cc" * 16)
+    store.recent.put([sample_record("cc" * 16, tenant="acme", answer="ACME-ONLY shadow answer", variant="production")])
+    store.queue.enqueue(sample_record("bb" * 16, tenant="globex"), stratum="shadow_pair", inclusion_prob=1.0, pair_trace_id="cc" * 16)
     status, body = dave.api("POST", "/api/review/claim")
     assert status == 200
     item = json.loads(body)["item"]
     status, body = dave.api("POST", f"/api/review/items/{item}/relevance", {})
     assert "ACME-ONLY" not in body.decode() and "answers" not in json.loads(body)
     # documents labelled with another tenant are not offered either
-    store.enqueue(sample_record("ee" * 16, tenant="globex", retrieved=[Document("doc-x", "ACME-DOC", metadata={"tenant": "acme"})]),
+    store.queue.enqueue(sample_record("ee" * 16, tenant="globex", retrieved=[Document("doc-x", "ACME-DOC", metadata={"tenant": "acme"})]),
                   stratum="base", inclusion_prob=1.0)
     assert dave.api("POST", f"/api/review/items/{item}/labels", {})[0] == 200
     status, body = dave.api("POST", "/api/review/claim")

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 
 def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_queue(start_agent, browser):
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
-    agent.store.enqueue(sample_record(), stratum="thumbs_down", inclusion_prob=1.0)
+    agent.store.queue.enqueue(sample_record(), stratum="thumbs_down", inclusion_prob=1.0)
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     page.goto(f"{agent.http_url}/review")
     page.fill("#reviewer", "alice")
@@ -44,8 +44,8 @@ def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_qu
     page.keyboard.press("Enter")
     page.wait_for_selector("#status:has-text('queue is empty')")
 
-    assert agent.store.queue_depth().get("reviewed") == 1
-    (item, review), = agent.store.reviewed()
+    assert agent.store.queue.depth().get("reviewed") == 1
+    (item, review), = agent.store.queue.reviewed()
     assert review.labels["faithful"] == "yes" and review.labels["correct"] == "no"
     assert len(review.labels["relevant_documents"]) == 2 and len(review.labels["gold_documents"]) == 1
     assert review.labels["corrected_answer"] == "Cancel online under Settings > Billing > Cancel plan."
@@ -53,7 +53,7 @@ def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_qu
 
 def test_skip_from_the_keyboard_needs_a_reason(start_agent, browser):
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}")
-    agent.store.enqueue(sample_record(), stratum="base", inclusion_prob=1.0)
+    agent.store.queue.enqueue(sample_record(), stratum="base", inclusion_prob=1.0)
     page = browser.new_page()
     page.goto(f"{agent.http_url}/review")
     page.fill("#reviewer", "alice")
@@ -70,7 +70,7 @@ def test_skip_from_the_keyboard_needs_a_reason(start_agent, browser):
 
 def test_page_without_a_session_shows_only_the_login_form(start_agent, browser):
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}")
-    agent.store.enqueue(sample_record(), stratum="base", inclusion_prob=1.0)
+    agent.store.queue.enqueue(sample_record(), stratum="base", inclusion_prob=1.0)
     page = browser.new_page()
     page.goto(f"{agent.http_url}/review")
     assert page.locator("#token").count() == 1

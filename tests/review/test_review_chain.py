@@ -38,14 +38,14 @@ def test_thumbs_down_to_review_to_rates_export_and_calibration(start_agent, brow
     try:
         trace_id = ask(monitor)
         monitor.force_flush()
-        wait_until(lambda: agent.store.get_recent(trace_id) is not None, timeout=10, what="the record")
+        wait_until(lambda: agent.store.recent.get(trace_id) is not None, timeout=10, what="the record")
         monitor.feedback(trace_id, "thumbs_down", reason="outdated")
         monitor.force_flush()
     finally:
         monitor.shutdown()
-    wait_until(lambda: agent.store.item_for_trace(trace_id) is not None, timeout=10, what="the review item")
+    wait_until(lambda: agent.store.queue.item_for_trace(trace_id) is not None, timeout=10, what="the review item")
     # the scorer worker scores the sampled answer in the background (lexical fallback here)
-    wait_until(lambda: "lexical-v1" in agent.store.scores_for(trace_id), timeout=20, what="the score")
+    wait_until(lambda: "lexical-v1" in agent.store.scores.for_trace(trace_id), timeout=20, what="the score")
     labels = {"release": "2026.12.01", "variant": "production", "scorer": "lexical-v1"}
     assert sum(agent.metric("rag_faithfulness_scored_total", {**labels, "verdict": v}) or 0 for v in ("supported", "unsupported")) == 1
 

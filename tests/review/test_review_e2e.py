@@ -43,10 +43,10 @@ def seed(url: str) -> None:
     store = open_store(url)
     try:
         for i in range(N_ITEMS):
-            store.enqueue(acme_record(i), stratum="base", inclusion_prob=0.5)
+            store.queue.enqueue(acme_record(i), stratum="base", inclusion_prob=0.5)
         globex = acme_record(9)
         globex.tenant, globex.trace_id, globex.query = "globex", "ff" * 16, "GLOBEX-QUESTION"
-        store.enqueue(globex, stratum="base", inclusion_prob=1.0)
+        store.queue.enqueue(globex, stratum="base", inclusion_prob=1.0)
     finally:
         store.close()
 

@@ -57,7 +57,7 @@ def span_score(record: QueryRecord, phrase: str | None, scorer: str = "lettucede
 def test_a_shadow_pair_is_judged_per_side_against_its_own_contexts(start_agent, browser):
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
     production, candidate = pair_records()
-    agent.store.enqueue(candidate, stratum="shadow_pair", inclusion_prob=0.5, pair_trace_id=production.trace_id,
+    agent.store.queue.enqueue(candidate, stratum="shadow_pair", inclusion_prob=0.5, pair_trace_id=production.trace_id,
                         pair_record=production)
     page = log_in(browser, agent)
     assert page.is_hidden("#single-answer") and page.is_visible("#pair-answers")
@@ -80,7 +80,7 @@ def test_a_shadow_pair_is_judged_per_side_against_its_own_contexts(start_agent, 
     page.keyboard.press("Enter")
     page.wait_for_selector("#status:has-text('queue is empty')")
 
-    (item, review), = agent.store.reviewed()
+    (item, review), = agent.store.queue.reviewed()
     verdicts = review.labels["pair_verdicts"]
     assert verdicts[role["a"]] == {"faithful": "yes", "correct": "yes"}
     assert verdicts[role["b"]] == {"faithful": "no", "correct": "no"}
@@ -103,8 +103,8 @@ def test_a_shadow_pair_is_judged_per_side_against_its_own_contexts(start_agent, 
 def test_flagged_spans_are_shown_only_after_the_verdict_is_saved(start_agent, browser):
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
     record = sample_record()
-    agent.store.enqueue(record, stratum="base", inclusion_prob=1.0)
-    agent.store.upsert_scores([span_score(record, "Settings > Billing")])
+    agent.store.queue.enqueue(record, stratum="base", inclusion_prob=1.0)
+    agent.store.scores.upsert([span_score(record, "Settings > Billing")])
 
     # over HTTP: neither step's view carries anything of the scorer
     client = Client(agent.http_url)
@@ -126,7 +126,7 @@ def test_flagged_spans_are_shown_only_after_the_verdict_is_saved(start_agent, br
     assert page.is_hidden("#skip-form")  # saved: nothing left to skip
     assert page.locator("#flagged-answers mark").all_inner_texts() == ["Settings > Billing"]
     assert page.inner_text("#flagged-answers .flagged-answer") == record.answer
-    assert agent.store.reviewed()[0][1].labels["faithful"] == "no"  # saved before anything was shown
+    assert agent.store.queue.reviewed()[0][1].labels["faithful"] == "no"  # saved before anything was shown
     page.keyboard.press("Enter")
     page.wait_for_selector("#status:has-text('queue is empty')")
 
@@ -134,10 +134,10 @@ def test_flagged_spans_are_shown_only_after_the_verdict_is_saved(start_agent, br
 def test_a_pairs_spans_follow_the_sides_as_shown(start_agent, browser):
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
     production, candidate = pair_records()
-    agent.store.enqueue(candidate, stratum="shadow_pair", inclusion_prob=0.5, pair_trace_id=production.trace_id,
+    agent.store.queue.enqueue(candidate, stratum="shadow_pair", inclusion_prob=0.5, pair_trace_id=production.trace_id,
                         pair_record=production)
     # the production half is scored as a pair half; the candidate's answer has nothing flagged
-    agent.store.upsert_scores([span_score(production, "office hours", scorer="lettucedetect:pair-half"),
+    agent.store.scores.upsert([span_score(production, "office hours", scorer="lettucedetect:pair-half"),
                                span_score(candidate, None)])
     page = log_in(browser, agent)
     assert page.locator("mark").count() == 0

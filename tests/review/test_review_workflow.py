@@ -43,7 +43,7 @@ def test_every_item_reviewed_twice_yields_kappa_in_metrics_and_on_the_page(share
     # faithful labels: (alice, bob) per item -> observed agreement 3/4, chance 1/2, kappa 0.5
     plan = {"a1": ("yes", "yes"), "a2": ("no", "no"), "a3": ("yes", "no"), "a4": ("no", "no")}
     for n, trace in enumerate(plan):
-        store.enqueue(sample_record(f"{n + 1:032x}"), stratum="base", inclusion_prob=1.0)
+        store.queue.enqueue(sample_record(f"{n + 1:032x}"), stratum="base", inclusion_prob=1.0)
     alice, bob = Client(a.http_url), Client(b.http_url)
     alice.login("alice-token")
     bob.login("bob-token")
@@ -52,11 +52,11 @@ def test_every_item_reviewed_twice_yields_kappa_in_metrics_and_on_the_page(share
         for _ in plan:
             status, body = who.api("POST", "/api/review/claim")
             view = json.loads(body)
-            trace = store.get_item(view["item"]).trace_id
+            trace = store.queue.get_item(view["item"]).trace_id
             label = plan[order[int(trace, 16) - 1]][position]
             assert who.review_step(view["item"], {"faithful": label}) == 200
         assert who.api("POST", "/api/review/claim")[0] == 204  # never the same item twice
-    assert store.queue_depth()["reviewed"] == 4
+    assert store.queue.depth()["reviewed"] == 4
     assert a.metric("rag_review_agreement_kappa", {"label": "faithful"}) == pytest.approx(0.5)
     assert b.scrape().count('rag_review_agreement_pairs{label="faithful"} 4.0') == 1
     assert a.metric("rag_review_agreement_kappa", {"label": "correct"}) is None  # nobody gave it: absent
@@ -70,7 +70,7 @@ def test_every_item_reviewed_twice_yields_kappa_in_metrics_and_on_the_page(share
 
 def test_skip_with_a_reason_passes_the_item_on(shared_agents):
     a, _ = shared_agents
-    a.store.enqueue(sample_record(), stratum="base", inclusion_prob=1.0)
+    a.store.queue.enqueue(sample_record(), stratum="base", inclusion_prob=1.0)
     alice, bob = Client(a.http_url), Client(a.http_url)
     alice.login("alice-token")
     bob.login("bob-token")
@@ -85,15 +85,15 @@ def test_skip_with_a_reason_passes_the_item_on(shared_agents):
 def test_items_assigned_to_a_reviewer_or_group_go_only_to_them(shared_agents):
     a, _ = shared_agents
     store = a.store
-    store.enqueue(sample_record("01" * 16), stratum="base", inclusion_prob=1.0)
-    store.enqueue(sample_record("02" * 16), stratum="base", inclusion_prob=1.0)
+    store.queue.enqueue(sample_record("01" * 16), stratum="base", inclusion_prob=1.0)
+    store.queue.enqueue(sample_record("02" * 16), stratum="base", inclusion_prob=1.0)
     carol, alice, bob = Client(a.http_url), Client(a.http_url), Client(a.http_url)
     for client, token in ((carol, "carol-token"), (alice, "alice-token"), (bob, "bob-token")):
         client.login(token)
     assert carol.api("POST", "/api/review/assign", {"to": "bob", "count": 1})[1] == b'{"assigned":1}'
     assert carol.api("POST", "/api/review/assign", {"to": "group:nurses", "count": 0})[0] == 400
-    first, second = sorted(i.id for i in (store.item_for_trace("01" * 16), store.item_for_trace("02" * 16)))
-    store.assign("group:nurses", item_ids=[second])
+    first, second = sorted(i.id for i in (store.queue.item_for_trace("01" * 16), store.queue.item_for_trace("02" * 16)))
+    store.review.assign("group:nurses", item_ids=[second])
     assert json.loads(bob.api("POST", "/api/review/claim")[1])["item"] == first
     assert json.loads(alice.api("POST", "/api/review/claim")[1])["item"] == second  # alice is in nurses
     assert a.metric("rag_review_reviewer_assigned_open", {"reviewer": "bob"}) == 1
@@ -167,14 +167,14 @@ def test_judged_rates_are_weighted_per_release_and_variant(start_agent):
     # (inclusion probability, correct label, gold delivered?) for release r1 / production
     plan = [(0.5, "yes", True), (0.25, "no", False), (1.0, "yes", True), (0.5, "unsure", None)]
     for n, (p, _, _) in enumerate(plan):
-        store.enqueue(sample_record(f"{n + 1:032x}", release="r1", variant="production"), stratum="base", inclusion_prob=p)
+        store.queue.enqueue(sample_record(f"{n + 1:032x}", release="r1", variant="production"), stratum="base", inclusion_prob=p)
     alice = Client(agent.http_url)
     alice.login("alice-token")
     from rag_monitor.review.blind import candidates
 
     for _ in plan:
         view = json.loads(alice.api("POST", "/api/review/claim")[1])
-        item = store.get_item(view["item"])
+        item = store.queue.get_item(view["item"])
         _, correct, covered = plan[int(item.trace_id, 16) - 1]
         wanted = {True: "doc-archived", False: "doc-current", None: None}[covered]
         gold = [c.key for c in candidates(item.id, item.query_record)[0] if c.document_id == wanted]

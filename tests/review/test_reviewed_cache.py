@@ -25,23 +25,23 @@ SCORER = "lexical-v1"
 INTERVAL_S = 10.0
 
 
-class CountingStore:
-    """The real store, counting the reads of reviewed items."""
+class CountingQueue:
+    """The real store's review queue, counting the reads of reviewed items."""
 
-    def __init__(self, store):
-        self._store = store
+    def __init__(self, queue):
+        self._queue = queue
         self.calls: list[tuple[str, object]] = []
 
     def reviewed(self, since=None, **kw):
         self.calls.append(("reviewed", since))
-        return self._store.reviewed(since, **kw)
+        return self._queue.reviewed(since, **kw)
 
     def reviewed_changed(self, feedback_id):
         self.calls.append(("reviewed_changed", feedback_id))
-        return self._store.reviewed_changed(feedback_id)
+        return self._queue.reviewed_changed(feedback_id)
 
     def __getattr__(self, name):
-        return getattr(self._store, name)
+        return getattr(self._queue, name)
 
 
 def record(i: int, release: str, *, excluded: bool = False) -> QueryRecord:
@@ -52,19 +52,19 @@ def record(i: int, release: str, *, excluded: bool = False) -> QueryRecord:
 
 def review(store, i: int, release: str, at: float, *, prob: float = 0.25, reviewers=("alice",), needed: int = 1) -> None:
     """Queue, score and review query ``i`` by each of ``reviewers`` (``needed``: 2 for a double review)."""
-    store.enqueue(record(i, release, excluded=i % 3 == 0), stratum="base", inclusion_prob=prob, score_prob=prob,
+    store.queue.enqueue(record(i, release, excluded=i % 3 == 0), stratum="base", inclusion_prob=prob, score_prob=prob,
                   counted_weight=1 / prob, now=at)
     score = 0.2 if i % 4 == 0 else 0.9
-    store.upsert_scores([Score(f"{i + 1:032x}", SCORER, score, "1", "unsupported" if score < 0.5 else "supported")],
+    store.scores.upsert([Score(f"{i + 1:032x}", SCORER, score, "1", "unsupported" if score < 0.5 else "supported")],
                         now=at, sums=(SCORER, {(release, "production"): ScoredSums.of([1 - score], [1 / prob])}))
     for n, reviewer in enumerate(reviewers):
         second_review(store, reviewer, i, at + n, needed)
 
 
 def second_review(store, reviewer: str, i: int, at: float, needed: int = 2) -> None:
-    item = store.claim(reviewer, 60, now=at)
+    item = store.review.claim(reviewer, 60, now=at)
     assert item.trace_id == f"{i + 1:032x}"
-    store.submit_review(item.id, reviewer, {
+    store.review.submit_review(item.id, reviewer, {
         "faithful": "no" if i % 5 == 0 else "yes", "correct": "yes" if i % 2 else "no",
         "relevant_documents": [f"g{i}"] if i % 2 else [f"g{i}", f"d{i}"], "gold_documents": [f"d{i}"] if i % 2 else [f"g{i}"],
     }, reviews_needed=needed, now=at)
@@ -99,7 +99,7 @@ def test_the_collectors_read_the_store_once_per_interval_however_many_scrapes(st
     now = [start]
     for i in range(12):
         review(store, i, "r1" if i % 2 else "r2", start - 600 + i)
-    counting = CountingStore(store)
+    counting = CountingQueue(store.queue)
     cache = ReviewedCache(counting, min_interval_s=INTERVAL_S, clock=lambda: now[0])
     registry = collectors(counting, lambda: now[0], cache)
     first = scrape(registry)
@@ -126,12 +126,12 @@ def test_incremental_refreshes_export_what_a_cold_read_exports(store):
         review(store, i, ("r1", "r2", "")[i % 3], now[0] - 3600 + 60 * i, reviewers=("alice", "bob") if i % 4 == 1 else ("alice",),
                needed=2 if i % 4 == 1 else 1)
     review(store, 30, "r2", now[0] - 10, needed=2)  # a double review still waiting for its second reviewer
-    warm_cache = ReviewedCache(store, min_interval_s=INTERVAL_S, resync_s=float("inf"), clock=lambda: now[0])
+    warm_cache = ReviewedCache(store.queue, min_interval_s=INTERVAL_S, resync_s=float("inf"), clock=lambda: now[0])
     warm = collectors(store, lambda: now[0], warm_cache)
     before = scrape(warm)
 
     def cold() -> dict:
-        return scrape(collectors(store, lambda: now[0], ReviewedCache(store, min_interval_s=INTERVAL_S, clock=lambda: now[0])))
+        return scrape(collectors(store, lambda: now[0], ReviewedCache(store.queue, min_interval_s=INTERVAL_S, clock=lambda: now[0])))
 
     assert before == cold()
     # The second review of item 30 (its first one still counts), then new reviews.
@@ -144,11 +144,11 @@ def test_incremental_refreshes_export_what_a_cold_read_exports(store):
     # A late thumbs-down raises a reviewed item's probability (the ingest transaction that stores
     # the feedback upgrades the item): its weight, and every weighted rate over it, change.
     upgraded = record(3, "r1", excluded=True)
-    assert store.item_for_trace(upgraded.trace_id).weight == 4.0
-    store.persist_ingest(IngestBatch(
+    assert store.queue.item_for_trace(upgraded.trace_id).weight == 4.0
+    store.ingest.persist(IngestBatch(
         feedback=[FeedbackEvent(upgraded.trace_id, "thumbs_down", now[0], "wrong", None, "late-1")],
         items=[QueueWrite(upgraded, "thumbs_down", 0.8, counted_weight=0.0, score_prob=0.8)]), now=now[0])
-    assert store.item_for_trace(upgraded.trace_id).weight == 1.25
+    assert store.queue.item_for_trace(upgraded.trace_id).weight == 1.25
     now[0] += INTERVAL_S
     after_upgrade = scrape(warm)
     assert after_upgrade != after_new and after_upgrade == cold()

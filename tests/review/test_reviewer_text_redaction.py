@@ -21,7 +21,7 @@ def test_seeded_pii_typed_by_reviewers_reaches_no_sink(start_agent, tmp_path):
                                                 f"bob:reviewer:{hash_token('bob-token')}",
                                                 f"carol:admin:{hash_token('carol-token')}"]))
     for trace_id in ("aa" * 16, "bb" * 16):
-        agent.store.enqueue(sample_record(trace_id), stratum="base", inclusion_prob=0.5)
+        agent.store.queue.enqueue(sample_record(trace_id), stratum="base", inclusion_prob=0.5)
     alice = Client(agent.http_url)
     assert alice.login("alice-token") == 200
     labels = {"faithful": "yes", "correct": "no", "note": NOTE, "corrected_answer": CORRECTED}
@@ -32,7 +32,7 @@ def test_seeded_pii_typed_by_reviewers_reaches_no_sink(start_agent, tmp_path):
 
     # Stored redacted, with the span redactor's rules and pseudonyms
     redact = agent.agent.redactor.redact_text
-    [stored] = [r for reviews in agent.store.all_reviews().values() for r in reviews]
+    [stored] = [r for reviews in agent.store.review.all_reviews().values() for r in reviews]
     assert stored.labels["note"] == redact(NOTE)[0] == "customer <EMAIL> disputes card <CARD>"
     assert stored.labels["corrected_answer"] == redact(CORRECTED)[0] and "<EMAIL>" in stored.labels["corrected_answer"]
     db = agent.agent.settings.resolved_store_url().removeprefix("sqlite:///")

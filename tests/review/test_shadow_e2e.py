@@ -81,20 +81,20 @@ def test_reviewed_shadow_pairs_produce_the_report(start_agent, tmp_path, capsys)
     finally:
         monitor.shutdown()
     store = agent.store
-    wait_until(lambda: len(store.paired_items()) == len(QUESTIONS), timeout=20, what="the sampled pairs, stored whole")
+    wait_until(lambda: len(store.queue.paired_items()) == len(QUESTIONS), timeout=20, what="the sampled pairs, stored whole")
 
     alice, bob = Client(agent.http_url), Client(agent.http_url)
     assert alice.login("alice-token") == 200 and bob.login("bob-token") == 200
     first, second = review_all(alice), review_all(bob)
     assert len(first) == len(second) == len(QUESTIONS)
-    reviews = store.all_reviews()
+    reviews = store.review.all_reviews()
     orders = [tuple(r.labels["pair_order"]) for item_reviews in reviews.values() for r in item_reviews]
     assert all(r[0].labels["pair_order"] == r[1].labels["pair_order"][::-1] for r in reviews.values())  # swapped
     assert len(orders) == 2 * len(QUESTIONS)
 
     # the scorer scores each shadow answer and, beside it, its production half (metrics count only the former)
-    productions = [item.pair_trace_id for item in store.paired_items()]
-    wait_until(lambda: all("lexical-v1:pair-half" in store.scores_for(t) for t in productions), timeout=120,
+    productions = [item.pair_trace_id for item in store.queue.paired_items()]
+    wait_until(lambda: all("lexical-v1:pair-half" in store.scores.for_trace(t) for t in productions), timeout=120,
                what="the production halves' scores")
     scored = {v: agent.metric_sum("rag_faithfulness_scored_total", variant=v) for v in ("shadow", "production")}
     assert scored == {"shadow": len(QUESTIONS), "production": 0}

@@ -29,16 +29,16 @@ def stored(tmp_path_factory):
     reviewed, feedback = reviewed_sample(WORLD, seed=7, queries=1500)
     labels = {}
     for item, review in reviewed:
-        store.enqueue(item.record, stratum=item.stratum, inclusion_prob=item.inclusion_prob)
+        store.queue.enqueue(item.record, stratum=item.stratum, inclusion_prob=item.inclusion_prob)
         labels[item.trace_id] = review.labels
-    store.add_feedback(e for events in feedback.values() for e in events)
+    store.feedback.add(e for events in feedback.values() for e in events)
     # A reason with contact details never becomes a label value: it counts as "other".
     first = reviewed[0][0].trace_id
-    store.add_feedback([FeedbackEvent(first, "thumbs_down", 1.0, "wrong, call me at 555 0100", None, "contact")])
+    store.feedback.add([FeedbackEvent(first, "thumbs_down", 1.0, "wrong, call me at 555 0100", None, "contact")])
     feedback[first] = [*feedback.get(first, []), FeedbackEvent(first, "thumbs_down", 1.0, "wrong, call me at 555 0100")]
-    while (item := store.claim("alice", 60)) is not None:
-        store.save_draft(item.id, "alice", {})
-        store.submit_review(item.id, "alice", labels[item.trace_id])
+    while (item := store.review.claim("alice", 60)) is not None:
+        store.review.save_draft(item.id, "alice", {})
+        store.review.submit_review(item.id, "alice", labels[item.trace_id])
     yield url, store, signal_associations(reviewed, feedback)
     store.close()
 
@@ -78,8 +78,8 @@ def test_the_scrape_exports_each_signal_with_its_interval_items_and_direction(st
 def test_the_estimate_is_the_weighted_difference_of_the_two_groups(stored):
     """By hand from the store's own items: thumbs-down vs none, incorrect, over all releases."""
     _, store, _ = stored
-    reviewed = store.reviewed()
-    feedback = store.feedback_for_traces(i.trace_id for i, _ in reviewed)
+    reviewed = store.queue.reviewed()
+    feedback = store.feedback.for_traces(i.trace_id for i, _ in reviewed)
     judged = [(i.weight, r.labels["correct"] == "no", any(e.kind == "thumbs_down" for e in feedback.get(i.trace_id, [])))
               for i, r in reviewed if "correct" in r.labels]
     with_ = weighted_rate([w for w, _, s in judged if s], [y for _, y, s in judged if s])

@@ -42,11 +42,11 @@ def add_reviewed(store, docs: list[str], unsupported: int, *, release: str, scor
         faithful = k >= unsupported
         record = sample_record(trace_id, release=release, session_id=None, variant="production",
                                delivered=[Document(doc, "Cancel under Settings > Billing.")], retrieved=[], filters=[])
-        store.enqueue(record, stratum="base", inclusion_prob=1.0)
+        store.queue.enqueue(record, stratum="base", inclusion_prob=1.0)
         score = float(np.clip(rng.normal(0.75 if faithful else 0.35, 0.15), 0, 1))
-        store.upsert_scores([Score(trace_id, scorer, score, version, threshold=0.9)])
-        item = store.claim("alice", 60)
-        store.submit_review(item.id, "alice", {"faithful": "yes" if faithful else "no", "correct": "yes"}, reviews_needed=1)
+        store.scores.upsert([Score(trace_id, scorer, score, version, threshold=0.9)])
+        item = store.review.claim("alice", 60)
+        store.review.submit_review(item.id, "alice", {"faithful": "yes" if faithful else "no", "correct": "yes"}, reviews_needed=1)
 
 
 @pytest.fixture

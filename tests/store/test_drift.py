@@ -14,10 +14,10 @@ def vectors(n: int, dim: int = 8, start: int = 0, model: str = "minilm-v1") -> l
 
 
 def test_reference_reservoir_stays_bounded_and_counts_every_offer(store):
-    assert store.reservoir_add("query_embedding", "reference", vectors(30), capacity=50) == 30
-    assert store.reservoir_add("query_embedding", "reference", vectors(70, start=30), capacity=50) <= 70
-    array, trace_ids = store.reservoir_get("query_embedding", "reference")
-    info = store.reservoir_info("query_embedding", "reference")
+    assert store.reservoirs.add("query_embedding", "reference", vectors(30), capacity=50) == 30
+    assert store.reservoirs.add("query_embedding", "reference", vectors(70, start=30), capacity=50) <= 70
+    array, trace_ids = store.reservoirs.get("query_embedding", "reference")
+    info = store.reservoirs.info("query_embedding", "reference")
     assert array.shape == (50, 8) and array.dtype == np.float32 and len(trace_ids) == 50
     assert (info.seen, info.size, info.dim, info.model, info.kind) == (100, 50, 8, "minilm-v1", "vector")
     # Each row is one offered vector, kept intact, with its own trace id.
@@ -28,11 +28,11 @@ def test_reference_reservoir_stays_bounded_and_counts_every_offer(store):
 def test_algorithm_r_keeps_a_uniform_sample(store):
     # 1,000 offers in batches into a 100-slot reservoir: every item has probability 1/10.
     for start in range(0, 1000, 125):
-        store.reservoir_add("intent", "reference", [
+        store.reservoirs.add("intent", "reference", [
             ReservoirItem(f"{i:032x}", value=str(i)) for i in range(start, start + 125)], capacity=100)
-    values, _ = store.reservoir_get("intent", "reference")
+    values, _ = store.reservoirs.get("intent", "reference")
     kept = np.array([int(v) for v in values])
-    assert len(kept) == 100 and store.reservoir_info("intent", "reference").seen == 1000
+    assert len(kept) == 100 and store.reservoirs.info("intent", "reference").seen == 1000
     # Uniform: kept items spread over the whole stream (mean 500, sd of the mean ~28.9);
     # a reservoir that kept only the first or last items would sit near 50 or 950.
     assert 380 < kept.mean() < 620
@@ -40,53 +40,53 @@ def test_algorithm_r_keeps_a_uniform_sample(store):
 
 
 def test_current_window_keeps_the_newest_n_and_drops_old_items(store):
-    store.reservoir_add("query_embedding", "current", vectors(30), capacity=20, now=100.0)
-    store.reservoir_add("query_embedding", "current", vectors(5, start=30), capacity=20, now=200.0)
-    array, trace_ids = store.reservoir_get("query_embedding", "current")
+    store.reservoirs.add("query_embedding", "current", vectors(30), capacity=20, now=100.0)
+    store.reservoirs.add("query_embedding", "current", vectors(5, start=30), capacity=20, now=200.0)
+    array, trace_ids = store.reservoirs.get("query_embedding", "current")
     assert array[:, 0].tolist() == list(range(15, 35))  # newest 20, oldest first
-    store.reservoir_add("query_embedding", "current", vectors(2, start=35), capacity=20, max_age_s=50, now=240.0)
-    array, _ = store.reservoir_get("query_embedding", "current")
+    store.reservoirs.add("query_embedding", "current", vectors(2, start=35), capacity=20, max_age_s=50, now=240.0)
+    array, _ = store.reservoirs.get("query_embedding", "current")
     assert array[:, 0].tolist() == list(range(30, 37))  # those added at 100 s are past the age bound
-    recent, _ = store.reservoir_get("query_embedding", "current", since=230.0)
+    recent, _ = store.reservoirs.get("query_embedding", "current", since=230.0)
     assert recent[:, 0].tolist() == [35, 36]
 
 
 def test_model_change_requires_and_gets_a_new_reference(store):
-    store.reservoir_add("doc_embedding", "reference", vectors(10))
-    store.reservoir_add("doc_embedding", "current", vectors(5))
+    store.reservoirs.add("doc_embedding", "reference", vectors(10))
+    store.reservoirs.add("doc_embedding", "current", vectors(5))
     with pytest.raises(ReservoirMismatch, match="reset_reference"):
-        store.reservoir_add("doc_embedding", "current", vectors(1, model="minilm-v2"))
-    version = store.reset_reference("doc_embedding", "minilm-v2", source="release v7")
+        store.reservoirs.add("doc_embedding", "current", vectors(1, model="minilm-v2"))
+    version = store.reservoirs.reset_reference("doc_embedding", "minilm-v2", source="release v7")
     assert version == 2
     for window in ("reference", "current"):
-        array, ids = store.reservoir_get("doc_embedding", window)
+        array, ids = store.reservoirs.get("doc_embedding", window)
         assert len(ids) == 0 and array.shape[0] == 0
-    store.reservoir_add("doc_embedding", "reference", vectors(3, dim=16, model="minilm-v2"))
-    info = store.reservoir_info("doc_embedding", "reference")
+    store.reservoirs.add("doc_embedding", "reference", vectors(3, dim=16, model="minilm-v2"))
+    info = store.reservoirs.info("doc_embedding", "reference")
     assert (info.version, info.model, info.source, info.seen, info.dim) == (2, "minilm-v2", "release v7", 3, 16)
     with pytest.raises(ReservoirMismatch, match="reset_reference"):
-        store.reservoir_add("doc_embedding", "current", vectors(1, dim=16, model="minilm-v1"))
+        store.reservoirs.add("doc_embedding", "current", vectors(1, dim=16, model="minilm-v1"))
 
 
 def test_reservoir_rejects_bad_items(store):
-    store.reservoir_add("q", "reference", vectors(1))
+    store.reservoirs.add("q", "reference", vectors(1))
     with pytest.raises(ReservoirMismatch, match="dimensional"):
-        store.reservoir_add("q", "reference", vectors(1, dim=4))
+        store.reservoirs.add("q", "reference", vectors(1, dim=4))
     with pytest.raises(ReservoirMismatch, match="NaN"):
-        store.reservoir_add("q", "reference", [ReservoirItem("a" * 32, [0.0] * 7 + [float("nan")])])
+        store.reservoirs.add("q", "reference", [ReservoirItem("a" * 32, [0.0] * 7 + [float("nan")])])
     with pytest.raises(ReservoirMismatch, match="categorical"):
-        store.reservoir_add("q", "reference", [ReservoirItem("a" * 32, value="billing")])
+        store.reservoirs.add("q", "reference", [ReservoirItem("a" * 32, value="billing")])
     with pytest.raises(ReservoirMismatch, match="exactly one"):
-        store.reservoir_add("q", "reference", [ReservoirItem("a" * 32)])
+        store.reservoirs.add("q", "reference", [ReservoirItem("a" * 32)])
     with pytest.raises(ValueError, match="window"):
-        store.reservoir_add("q", "baseline", vectors(1))
-    assert store.reservoir_info("q", "reference").seen == 1  # nothing partial was kept
+        store.reservoirs.add("q", "baseline", vectors(1))
+    assert store.reservoirs.info("q", "reference").seen == 1  # nothing partial was kept
 
 
 def test_empty_reservoir(store):
-    array, ids = store.reservoir_get("never", "current")
+    array, ids = store.reservoirs.get("never", "current")
     assert array.shape == (0, 0) and ids == []
-    assert store.reservoir_info("never", "current") is None
+    assert store.reservoirs.info("never", "current") is None
 
 
 def test_drift_run_is_claimed_once_across_concurrent_claimers(store_url, store):
@@ -99,7 +99,7 @@ def test_drift_run_is_claimed_once_across_concurrent_claimers(store_url, store):
         def replica(k: int) -> None:
             for slot in range(15):
                 barrier.wait()
-                if replicas[k].claim_run("daily-query-drift", 3600.0 * slot, f"replica-{k}", lease_s=600, now=0.0):
+                if replicas[k].drift_runs.claim("daily-query-drift", 3600.0 * slot, f"replica-{k}", lease_s=600, now=0.0):
                     wins[k].append(3600.0 * slot)
 
         threads = [threading.Thread(target=replica, args=(k,)) for k in range(2)]
@@ -115,17 +115,17 @@ def test_drift_run_is_claimed_once_across_concurrent_claimers(store_url, store):
 
 
 def test_interrupted_run_is_reclaimed_after_its_lease(store):
-    assert store.claim_run("p", 100.0, "replica-a", lease_s=60, signal="query_embedding", detector="mmd", now=100.0)
-    assert not store.claim_run("p", 100.0, "replica-b", lease_s=60, now=150.0)
+    assert store.drift_runs.claim("p", 100.0, "replica-a", lease_s=60, signal="query_embedding", detector="mmd", now=100.0)
+    assert not store.drift_runs.claim("p", 100.0, "replica-b", lease_s=60, now=150.0)
     # replica-a died: its lease lapses and the run is redone, not lost.
-    assert store.claim_run("p", 100.0, "replica-b", lease_s=60, now=161.0)
-    assert not store.finish_run("p", 100.0, "replica-a", result={"p_value": 0.5}, now=170.0)
-    assert store.finish_run("p", 100.0, "replica-b", result={"p_value": 0.01, "drift": True}, now=175.0)
-    run = store.get_run("p", 100.0)
+    assert store.drift_runs.claim("p", 100.0, "replica-b", lease_s=60, now=161.0)
+    assert not store.drift_runs.finish("p", 100.0, "replica-a", result={"p_value": 0.5}, now=170.0)
+    assert store.drift_runs.finish("p", 100.0, "replica-b", result={"p_value": 0.01, "drift": True}, now=175.0)
+    run = store.drift_runs.get("p", 100.0)
     assert (run.holder, run.attempts, run.status, run.result, run.finished_at) == (
         "replica-b", 2, "ok", {"p_value": 0.01, "drift": True}, 175.0)
     # A finished run is never claimed again, however late.
-    assert not store.claim_run("p", 100.0, "replica-c", now=10_000.0)
-    assert [r.scheduled_for for r in store.drift_runs("p")] == [100.0]
+    assert not store.drift_runs.claim("p", 100.0, "replica-c", now=10_000.0)
+    assert [r.scheduled_for for r in store.drift_runs.list("p")] == [100.0]
     with pytest.raises(ValueError, match="status"):
-        store.finish_run("p", 100.0, "replica-b", status="done")
+        store.drift_runs.finish("p", 100.0, "replica-b", status="done")

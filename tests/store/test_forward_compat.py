@@ -34,8 +34,8 @@ def test_query_records_in_the_recent_cache(store):
     assert newer["model_calls"][0][UNKNOWN_KEY] and newer["stages"][0][UNKNOWN_KEY]
     assert UNKNOWN_KEY not in newer["delivered"][0]["metadata"]  # the app's own map: kept whole by every version
     assert QueryRecord.from_dict(newer) == record
-    store.put_recent([newer], now=1.0)  # what the newer replica wrote, read by this one
-    assert store.get_recent(record.trace_id) == record
+    store.recent.put([newer], now=1.0)  # what the newer replica wrote, read by this one
+    assert store.recent.get(record.trace_id) == record
 
 
 def test_review_items_their_pair_draft_and_labels(store):
@@ -43,16 +43,16 @@ def test_review_items_their_pair_draft_and_labels(store):
     from rag_monitor.review.golden import golden_rows
 
     record, pair = full_record(1), full_record(2)
-    assert store.enqueue(with_unknown_keys(record.to_dict()), stratum="base", inclusion_prob=0.5,
+    assert store.queue.enqueue(with_unknown_keys(record.to_dict()), stratum="base", inclusion_prob=0.5,
                          pair_trace_id=pair.trace_id, pair_record=with_unknown_keys(pair.to_dict()))
-    item = store.claim("bob", 600)
+    item = store.review.claim("bob", 600)
     assert item.query_record == record and item.paired_record == pair
-    store.save_draft(item.id, "bob", with_unknown_keys({"relevant_documents": ["d1"]}))
-    item = store.current_claim("bob")
+    store.review.save_draft(item.id, "bob", with_unknown_keys({"relevant_documents": ["d1"]}))
+    item = store.review.current_claim("bob")
     assert item.draft["relevant_documents"] == ["d1"]
     labels = with_unknown_keys({"faithful": "yes", "correct": "no", "corrected_answer": "Fixed.",
                                 "relevant_documents": ["d1"], "reasons": ["incomplete"]})
-    store.submit_review(item.id, "bob", labels)
+    store.review.submit_review(item.id, "bob", labels)
     rows = golden_rows(store)
     assert [r["trace_id"] for r in rows] == [record.trace_id]
     assert rows[0]["expected_answer"] == "Fixed." and rows[0]["relevant_doc_ids"] == ["d1"]
@@ -76,7 +76,7 @@ def test_session_windows_with_labels_a_newer_version_appended(store):
         conn.execute(session_windows.insert().values(
             session_id="s1", start_ns=1, words=json.dumps(["cancel", "plan"]), seen_at=1.0, trace_id="a" * 32,
             labels=json.dumps(["r1", "production", "billing", "added-later"])))
-    previous, _ = store.check_session_windows({"s1": SessionQuery(2, ["cancel", "plan"], "b" * 32, ("r1", "production", "x"))},
+    previous, _ = store.session_windows.check({"s1": SessionQuery(2, ["cancel", "plan"], "b" * 32, ("r1", "production", "x"))},
                                               lambda found: [])
     assert previous["s1"].labels == ("r1", "production", "billing")
 
@@ -91,12 +91,12 @@ def test_drift_run_results_and_reference_definitions(store):
               "page_threshold": 7200.0, "n_reference": 20, "n_current": 10,
               "changes": {"over": [{"cluster": 3, "current_share": 0.12, "reference_share": 0.004,
                                     "examples": [{"trace_id": "a" * 32, "query": "cancel"}]}], "under": []}}
-    assert store.claim_run("p", 1.0, "newer", lease_s=60, now=1.0)
-    assert store.finish_run("p", 1.0, "newer", result=with_unknown_keys(result))
+    assert store.drift_runs.claim("p", 1.0, "newer", lease_s=60, now=1.0)
+    assert store.drift_runs.finish("p", 1.0, "newer", result=with_unknown_keys(result))
     registry = CollectorRegistry()
-    DriftExporter(AgentMetrics(registry)).export(DriftProfile("p", "intent", "chi_square"), store.get_run("p", 1.0))
+    DriftExporter(AgentMetrics(registry)).export(DriftProfile("p", "intent", "chi_square"), store.drift_runs.get("p", 1.0))
     assert registry.get_sample_value("rag_drift_p_value", {"signal": "intent", "detector": "chi_square"}) == 0.2
 
     spec = with_unknown_keys({"mode": "range", "start": 10.0, "end": 20.0})
-    store.reset_reference("intent", None, source=json.dumps(spec), now=5.0)
-    assert capture_period(store.reference_spec("intent"), 5.0) == (10.0, 20.0)
+    store.reservoirs.reset_reference("intent", None, source=json.dumps(spec), now=5.0)
+    assert capture_period(store.reservoirs.reference_spec("intent"), 5.0) == (10.0, 20.0)

@@ -79,7 +79,7 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
             conn.execute(sa.text("INSERT INTO feedback (trace_id, kind, time, key) SELECT lpad(to_hex(g), 32, '0'),"
                                  " 'thumbs_down', :now, 'late' || g FROM generate_series(1, 100) g"), {"now": now})
         # The scorer's first batch after an upgrade walks the history once to place its mark.
-        assert len(store.unscored_items(SCORER, limit=10)) == 10
+        assert len(store.scores.unscored_items(SCORER, limit=10)) == 10
 
         statements: list[tuple[str, object]] = []
 
@@ -89,24 +89,24 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
         sa.event.listen(engine, "before_cursor_execute", capture)
         try:
             # The scoring job, the scrape collectors, the store_pruning and expiry jobs.
-            store.unscored_items(SCORER, limit=100)
-            assert store.scorer_backlog(SCORER) == WORK
-            depth = store.queue_depth()
+            store.scores.unscored_items(SCORER, limit=100)
+            assert store.scores.backlog(SCORER) == WORK
+            depth = store.queue.depth()
             assert depth == {"queued": OPEN, "claimed": 0, "reviewed": ROWS - OPEN}
-            store.release_expired_claims()
+            store.queue.release_expired_claims()
 
             class Profile:
                 name = "p0"
 
             assert latest_tested(store, Profile()) is not None
-            assert store.prune_history(now=now) == {"review_items": 0, "scores": 0, "feedback": 0, "drift_runs": 0}
-            store.prune_recent(now=now)
-            store.prune_pending(now - 3600)
+            assert store.retention.prune(now=now) == {"review_items": 0, "scores": 0, "feedback": 0, "drift_runs": 0}
+            store.recent.prune(now=now)
+            store.ingest.prune_pending(now - 3600)
             # The review collectors' incremental refresh (``ReviewedCache``): the reviews stored
             # since the newest one less the overlap, the reviewed items of the latest feedback.
             newest_review = now - OPEN + 1
-            assert len(store.reviewed(since=newest_review - OVERLAP_S)) == OVERLAP_S + 1
-            changed, newest = store.reviewed_changed(ROWS)  # the late feedback on 100 reviewed items
+            assert len(store.queue.reviewed(since=newest_review - OVERLAP_S)) == OVERLAP_S + 1
+            changed, newest = store.queue.reviewed_changed(ROWS)  # the late feedback on 100 reviewed items
             assert newest == ROWS + 100 and len(changed) == 100
         finally:
             sa.event.remove(engine, "before_cursor_execute", capture)

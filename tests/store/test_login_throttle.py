@@ -11,41 +11,41 @@ WINDOW = 60.0
 
 
 def test_a_counter_stops_at_its_limit_and_lapses_with_its_window(store):
-    taken = [store.take_login_attempt({"a": 3}, WINDOW, now=100.0) for _ in range(5)]
+    taken = [store.login_throttle.take({"a": 3}, WINDOW, now=100.0) for _ in range(5)]
     assert [t is not None for t in taken] == [True, True, True, False, False]
-    assert store.take_login_attempt({"a": 3}, WINDOW, now=159.0) is None
-    assert store.take_login_attempt({"a": 3}, WINDOW, now=160.0) == {"a": 160.0}  # a new window
+    assert store.login_throttle.take({"a": 3}, WINDOW, now=159.0) is None
+    assert store.login_throttle.take({"a": 3}, WINDOW, now=160.0) == {"a": 160.0}  # a new window
 
 
 def test_an_attempt_takes_every_counter_or_none(store):
-    assert store.take_login_attempt({"full": 1}, WINDOW, now=100.0) is not None
+    assert store.login_throttle.take({"full": 1}, WINDOW, now=100.0) is not None
     for _ in range(3):  # "full" refuses: "other" is not counted either
-        assert store.take_login_attempt({"other": 2, "full": 1}, WINDOW, now=101.0) is None
-    assert store.take_login_attempt({"other": 2}, WINDOW, now=102.0) is not None
-    assert store.take_login_attempt({"other": 2}, WINDOW, now=102.0) is not None
-    assert store.take_login_attempt({"other": 2}, WINDOW, now=102.0) is None
+        assert store.login_throttle.take({"other": 2, "full": 1}, WINDOW, now=101.0) is None
+    assert store.login_throttle.take({"other": 2}, WINDOW, now=102.0) is not None
+    assert store.login_throttle.take({"other": 2}, WINDOW, now=102.0) is not None
+    assert store.login_throttle.take({"other": 2}, WINDOW, now=102.0) is None
 
 
 def test_giving_back_frees_the_attempt_only_in_its_own_window(store):
-    first = store.take_login_attempt({"a": 1}, WINDOW, now=100.0)
-    store.give_back_login_attempt(first)
-    second = store.take_login_attempt({"a": 1}, WINDOW, now=101.0)
+    first = store.login_throttle.take({"a": 1}, WINDOW, now=100.0)
+    store.login_throttle.give_back(first)
+    second = store.login_throttle.take({"a": 1}, WINDOW, now=101.0)
     assert second == {"a": 100.0}
-    later = store.take_login_attempt({"a": 1}, WINDOW, now=170.0)  # a new window began
-    store.give_back_login_attempt(second)  # from the old window: changes nothing
-    assert later == {"a": 170.0} and store.take_login_attempt({"a": 1}, WINDOW, now=171.0) is None
+    later = store.login_throttle.take({"a": 1}, WINDOW, now=170.0)  # a new window began
+    store.login_throttle.give_back(second)  # from the old window: changes nothing
+    assert later == {"a": 170.0} and store.login_throttle.take({"a": 1}, WINDOW, now=171.0) is None
 
 
 def test_markers_and_pruning(store):
-    store.mark_login("known", now=100.0)
-    assert store.login_marked_since("known", 50.0) and not store.login_marked_since("known", 150.0)
-    assert not store.login_marked_since("never", 0.0)
-    store.take_login_attempt({"counter": 5}, WINDOW, now=100.0)
-    assert store.prune_login_throttle(WINDOW, 1000.0, now=150.0) == 0
-    assert store.prune_login_throttle(WINDOW, 1000.0, now=200.0) == 1  # the lapsed counter
-    assert store.login_marked_since("known", 50.0)
-    assert store.prune_login_throttle(WINDOW, 1000.0, now=1200.0) == 1
-    assert not store.login_marked_since("known", 0.0)
+    store.login_throttle.mark("known", now=100.0)
+    assert store.login_throttle.marked_since("known", 50.0) and not store.login_throttle.marked_since("known", 150.0)
+    assert not store.login_throttle.marked_since("never", 0.0)
+    store.login_throttle.take({"counter": 5}, WINDOW, now=100.0)
+    assert store.login_throttle.prune(WINDOW, 1000.0, now=150.0) == 0
+    assert store.login_throttle.prune(WINDOW, 1000.0, now=200.0) == 1  # the lapsed counter
+    assert store.login_throttle.marked_since("known", 50.0)
+    assert store.login_throttle.prune(WINDOW, 1000.0, now=1200.0) == 1
+    assert not store.login_throttle.marked_since("known", 0.0)
 
 
 def test_concurrent_attempts_from_two_replicas_take_exactly_the_limit(store_url):
@@ -55,7 +55,7 @@ def test_concurrent_attempts_from_two_replicas_take_exactly_the_limit(store_url)
 
     def attempt(i: int) -> bool:
         start.wait()
-        return replicas[i % 2].take_login_attempt({"client": 5, "account": 10}, WINDOW) is not None
+        return replicas[i % 2].login_throttle.take({"client": 5, "account": 10}, WINDOW) is not None
 
     try:
         with ThreadPoolExecutor(40) as pool:

@@ -54,8 +54,8 @@ def test_migrate_twice_is_a_no_op_and_keeps_data(store_url):
     store = Store(store_url)
     try:
         head = store.migrate()
-        assert store.enqueue(make_record(1), stratum="base", inclusion_prob=0.5)
+        assert store.queue.enqueue(make_record(1), stratum="base", inclusion_prob=0.5)
         assert store.migrate() == HEAD
-        assert store.queue_depth()["queued"] == 1
+        assert store.queue.depth()["queued"] == 1
     finally:
         store.close()

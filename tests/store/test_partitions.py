@@ -27,15 +27,15 @@ def _at(i: int, seconds: float):
 def test_slots_are_partitions_created_ahead_and_dropped_whole(postgres_url):
     store = open_store(postgres_url)
     try:
-        store.prepare_recent(now=NOW)
+        store.recent.prepare(now=NOW)
         before = _rows_by_partition(store)
         # The current slot and the ones ahead exist before anything is written, for both tables.
         slot = int(NOW) // 600 * 600
         for table in ("recent_records", "recent_documents"):
             assert f"{table}_p{slot}_{slot + 600}" in before
             assert f"{table}_p{slot + 1200}_{slot + 1800}" in before
-        assert store.put_recent([_at(i, NOW + i) for i in range(1, 6)], now=NOW + 10) == 5
-        assert store.put_recent([_at(i, NOW + 900) for i in range(6, 9)], now=NOW + 900) == 3
+        assert store.recent.put([_at(i, NOW + i) for i in range(1, 6)], now=NOW + 10) == 5
+        assert store.recent.put([_at(i, NOW + 900) for i in range(6, 9)], now=NOW + 900) == 3
         rows = _rows_by_partition(store)
         assert rows[f"recent_records_p{slot}_{slot + 600}"] == 5
         assert rows[f"recent_records_p{slot + 600}_{slot + 1200}"] == 3
@@ -43,12 +43,12 @@ def test_slots_are_partitions_created_ahead_and_dropped_whole(postgres_url):
 
         # An hour and a slot later the first slot has expired: its partitions go, the second stays.
         later = NOW + 3600 + 600 + 1
-        assert store.prune_recent(now=later) == 5
+        assert store.recent.prune(now=later) == 5
         after = _rows_by_partition(store)
         assert f"recent_records_p{slot}_{slot + 600}" not in after
         assert f"recent_documents_p{slot}_{slot + 600}" not in after
         assert after[f"recent_records_p{slot + 600}_{slot + 1200}"] == 3
-        assert store.get_recent(_at(6, 0).trace_id) is not None
+        assert store.recent.get(_at(6, 0).trace_id) is not None
         # The pruning run prepared the slots ahead of its own time too.
         ahead = int(later) // 600 * 600 + 1200
         assert f"recent_records_p{ahead}_{ahead + 600}" in after
@@ -60,16 +60,16 @@ def test_rows_without_a_slot_partition_wait_in_the_default_one_and_expire_from_i
     store = open_store(postgres_url)
     try:
         # No partition prepared for this time (the job has not run yet): the default partition holds it.
-        assert store.put_recent([_at(1, NOW)], now=NOW) == 1
+        assert store.recent.put([_at(1, NOW)], now=NOW) == 1
         assert _rows_by_partition(store)["recent_records_default"] == 1
         # Insert-once still holds across the default partition.
-        assert store.put_recent([_at(1, NOW)], now=NOW + 5) == 0
+        assert store.recent.put([_at(1, NOW)], now=NOW + 5) == 0
         # The slot's own partition cannot be made while the default holds its rows: skipped, no error.
-        store.prepare_recent(now=NOW)
-        assert store.get_recent(_at(1, 0).trace_id) is not None
-        assert store.prune_recent(now=NOW + 3600 + 1200) == 1
+        store.recent.prepare(now=NOW)
+        assert store.recent.get(_at(1, 0).trace_id) is not None
+        assert store.recent.prune(now=NOW + 3600 + 1200) == 1
         assert _rows_by_partition(store)["recent_records_default"] == 0
-        assert store.recent_count() == 0
+        assert store.recent.count() == 0
     finally:
         store.close()
 
@@ -78,7 +78,7 @@ def test_two_replicas_prepare_the_same_slots_without_error(postgres_url):
     replicas = [open_store(postgres_url), open_store(postgres_url, migrate=False)]
     try:
         for store in replicas:
-            store.prepare_recent(now=NOW)
+            store.recent.prepare(now=NOW)
         names = _rows_by_partition(replicas[0])
         slot = int(NOW) // 600 * 600
         assert sum(name.startswith(f"recent_records_p{slot}_") for name in names) == 1

@@ -17,7 +17,7 @@ def migrate_as_newer(url: str, tmp_path, *, additive: bool) -> None:
         assert readable_from(FUTURE) == (readable_from(package_head()) if additive else FUTURE)
         store = open_store(url)  # the newer replica's start
         try:
-            store.put_recent([make_record(1)], now=1.0)
+            store.recent.put([make_record(1)], now=1.0)
         finally:
             store.close()
     assert stamped(url) == [FUTURE]
@@ -43,8 +43,8 @@ def test_an_older_package_runs_against_a_store_ahead_by_additive_revisions(store
     for migrate in (True, False):  # the agent's start, and a report command
         store = open_store(store_url, migrate=migrate)
         try:
-            assert store.get_recent(make_record(1).trace_id) == make_record(1)  # the newer one's row
-            store.put_recent([make_record(2)], now=1.0)  # and this one still writes
+            assert store.recent.get(make_record(1).trace_id) == make_record(1)  # the newer one's row
+            store.recent.put([make_record(2)], now=1.0)  # and this one still writes
         finally:
             store.close()
     assert stamped(store_url) == [FUTURE]  # left as it is
@@ -79,7 +79,7 @@ def test_the_newer_version_steps_back_and_the_store_is_this_ones_again(store_url
             store.close()
     store = open_store(store_url, migrate=False)
     try:
-        assert store.schema_state().at_head and store.get_recent(make_record(1).trace_id) == make_record(1)
+        assert store.schema_state().at_head and store.recent.get(make_record(1).trace_id) == make_record(1)
     finally:
         store.close()
 

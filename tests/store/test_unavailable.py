@@ -19,12 +19,12 @@ def test_locked_sqlite_file_raises_store_unavailable(tmp_path):
     try:
         holder.execute("BEGIN EXCLUSIVE")
         with pytest.raises(StoreUnavailable, match="locked"):
-            store.enqueue(make_record(1), stratum="base", inclusion_prob=0.1)
+            store.queue.enqueue(make_record(1), stratum="base", inclusion_prob=0.1)
         with pytest.raises(StoreUnavailable):
-            store.claim("rev", lease_s=60)
+            store.review.claim("rev", lease_s=60)
         holder.execute("ROLLBACK")
         # The lock is gone: the same call now goes through.
-        assert store.enqueue(make_record(1), stratum="base", inclusion_prob=0.1)
+        assert store.queue.enqueue(make_record(1), stratum="base", inclusion_prob=0.1)
     finally:
         holder.close()
         store.close()
@@ -46,12 +46,12 @@ def test_stopped_postgres_raises_store_unavailable():
     try:
         server.start()
         store = open_store(server.url(), connect_timeout_s=2)
-        store.put_recent([make_record(1)])  # the pool now holds a live connection
+        store.recent.put([make_record(1)])  # the pool now holds a live connection
         server.stop()
         with pytest.raises(StoreUnavailable):
-            store.put_recent([make_record(2)])
+            store.recent.put([make_record(2)])
         with pytest.raises(StoreUnavailable):
-            store.queue_depth()
+            store.queue.depth()
     finally:
         if store is not None:
             store.close()

@@ -180,10 +180,10 @@ def test_review_work_in_progress_survives_the_upgrade(store_url, revision, tmp_p
     scratch = open_store(scratch_url)
     try:
         for i in (1, 2):
-            assert scratch.enqueue(make_record(i), stratum="base", inclusion_prob=0.5)
-        reviewed = scratch.claim("bob", 600)
-        scratch.submit_review(reviewed.id, "bob", {"faithful": "yes", "correct": "no", "corrected_answer": "Fixed."})
-        claimed = scratch.claim("alice", 3600)
+            assert scratch.queue.enqueue(make_record(i), stratum="base", inclusion_prob=0.5)
+        reviewed = scratch.review.claim("bob", 600)
+        scratch.review.submit_review(reviewed.id, "bob", {"faithful": "yes", "correct": "no", "corrected_answer": "Fixed."})
+        claimed = scratch.review.claim("alice", 3600)
     finally:
         scratch.close()
     build_at(store_url, revision)
@@ -192,7 +192,7 @@ def test_review_work_in_progress_survives_the_upgrade(store_url, revision, tmp_p
         open_store(store_url, migrate=False)
     store = open_store(store_url)
     try:
-        assert store.current_claim("alice").id == claimed.id
+        assert store.review.current_claim("alice").id == claimed.id
         rows = golden_rows(store)
         assert [r["trace_id"] for r in rows] == [reviewed.trace_id]
         assert rows[0]["expected_answer"] == "Fixed."
@@ -260,7 +260,7 @@ def test_the_recent_records_cache_survives_0011_both_ways(store_url):
     build_at(store_url, "head")
     store = Store(store_url)
     try:
-        assert store.put_recent(records, now=5.0) == 2
+        assert store.recent.put(records, now=5.0) == 2
         assert store.downgrade("0010_regenerations") == ("0010_regenerations",)
         engine = sa.create_engine(store_url)
         try:
@@ -270,6 +270,6 @@ def test_the_recent_records_cache_survives_0011_both_ways(store_url):
             engine.dispose()
         assert {t: json.loads(r) for t, r in rows.items()} == {r.trace_id: json.loads(record_json(r)[1]) for r in records}
         assert store.migrate() == package_head()
-        assert [store.get_recent(r.trace_id) for r in records] == records
+        assert [store.recent.get(r.trace_id) for r in records] == records
     finally:
         store.close()

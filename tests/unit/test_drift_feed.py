@@ -35,17 +35,17 @@ def test_count_reference_non_overlapping_windows_and_a_model_change(tmp_path):
                              current_max_age_s=None, interval_s=1, reference_days=None)]
     resets = []
     now = [100.0]
-    feed = DriftFeed(store, profiles, embedder=None, on_reset=lambda signal, model: resets.append((signal, model)),
+    feed = DriftFeed(store.reservoirs, profiles, embedder=None, on_reset=lambda signal, model: resets.append((signal, model)),
                      clock=lambda: now[0])
     feed.offer(records(0, 60, "model-a", t0=100.0, spacing=0.01))
     feed.tick()
-    reference, ref_ids = store.reservoir_get("query_embedding", "reference")
+    reference, ref_ids = store.reservoirs.get("query_embedding", "reference")
     assert reference.shape == (60, 8) and ref_ids == [f"{i:032x}" for i in range(60)]  # the first items, then fixed
     assert run_profile(store, profiles[0], holder="t", now=103.0)["reason"].startswith("waiting for a full window: 0/30")
     now[0] = 105.0
     feed.offer(records(100, 30, "model-a", shift=3.0, t0=104.0, spacing=0.01))
     feed.tick()
-    assert store.reservoir_get("query_embedding", "reference")[1] == ref_ids
+    assert store.reservoirs.get("query_embedding", "reference")[1] == ref_ids
     result = run_profile(store, profiles[0], holder="test", now=1000.0)
     assert result["status"] == "done" and result["is_drift"] and result["p_value"] >= 1 / 301
     assert result["reference"]["mode"] == "count" and result["reference"]["version"] == 1
@@ -55,13 +55,13 @@ def test_count_reference_non_overlapping_windows_and_a_model_change(tmp_path):
     assert run_profile(store, profiles[0], holder="other", now=1000.5) is None  # that slot ran already
     # the same items are never tested twice: the next window waits for new ones
     assert run_profile(store, profiles[0], holder="test", now=1001.0)["status"] == "skipped"
-    assert store.reservoir_get("intent", "reference")[0] == ["billing"] * 20
+    assert store.reservoirs.get("intent", "reference")[0] == ["billing"] * 20
 
     feed.offer(records(200, 5, "model-b", t0=106.0))
     now[0] = 107.0  # the slot is over: its window is written, with the new model's vectors
     feed.tick()
     assert resets == [("query_embedding", "model-b")]
-    info = store.reservoir_info("query_embedding", "reference")
+    info = store.reservoirs.info("query_embedding", "reference")
     assert info.model == "model-b" and info.version == 2 and info.size == 5
     store.close()
 
@@ -76,7 +76,7 @@ def test_period_reference_with_a_daily_cycle_and_document_unit_is_the_query(tmp_
                            current_max_age_s=None, interval_s=HOUR, reference_days=1.0, options={"n_permutations": 99},
                            page_threshold=100)
     now = [0.0]
-    feed = DriftFeed(store, [profile], embedder=None, clock=lambda: now[0])
+    feed = DriftFeed(store.reservoirs, [profile], embedder=None, clock=lambda: now[0])
 
     def hour_of_traffic(hour: int, shift: float = 0.0):
         # the topic depends on the hour of the day: a strong daily cycle
@@ -87,7 +87,7 @@ def test_period_reference_with_a_daily_cycle_and_document_unit_is_the_query(tmp_
         now[0] = (hour + 1) * HOUR
         feed.offer(hour_of_traffic(hour))
         feed.tick(batch=100)
-    reference = store.reservoir_window("document_embedding", "reference")
+    reference = store.reservoirs.window("document_embedding", "reference")
     assert len(reference.trace_ids) == 24 * 60  # one item per query, not one per document
     unmatched = dataclasses.replace(profile, name="d-unmatched", season="none")
     p_values, unmatched_p_values = [], []
@@ -157,7 +157,7 @@ def test_windows_cover_the_interval_at_a_rate_the_feed_cannot_embed_in_full(tmp_
         return lambda signal, window, n: counted[kind].__setitem__(window, counted[kind].get(window, 0) + n)
 
     now = [0.0]
-    feed = DriftFeed(store, [profile], embedder=embedder, embedding_model="m", on_sampled=count("sampled"),
+    feed = DriftFeed(store.reservoirs, [profile], embedder=embedder, embedding_model="m", on_sampled=count("sampled"),
                      on_skipped=count("skipped"), clock=lambda: now[0], seed=1)
     rng = np.random.default_rng(3)
     per_day, mixes, times, results = 10_000, [], [], []
@@ -183,14 +183,14 @@ def test_windows_cover_the_interval_at_a_rate_the_feed_cannot_embed_in_full(tmp_
     in_period = sum(1 for t in times if t < times[0] + DAY)  # the reference: a day from its first query
     assert counted["sampled"]["reference"] + counted["skipped"]["reference"] == in_period
 
-    reference = store.reservoir_window("query_embedding", "reference")
+    reference = store.reservoirs.window("query_embedding", "reference")
     assert len(reference.trace_ids) == 400 and reference.times.max() < DAY
     ref_hours = np.bincount(hour_of_season(reference.times, "day"), minlength=24)
     assert chisquare(ref_hours, 400 * mixes[0]).pvalue > 1e-3  # uniform over the day's traffic, peak hours included
 
     assert [r["status"] for r in results] == ["done", "done"] and results[1]["n_current"] == 300, results
     result = results[1]
-    window = store.reservoir_window("query_embedding", "current", after=results[0]["window_end"])  # what it tested
+    window = store.reservoirs.window("query_embedding", "current", after=results[0]["window_end"])  # what it tested
     # it spans the whole interval, not its last seconds
     assert result["window_start"] < 2 * DAY + HOUR and result["window_end"] > 3 * DAY - HOUR
     hours = np.bincount(hour_of_season(window.times, "day"), minlength=24)
@@ -238,7 +238,7 @@ def test_each_distinct_text_is_embedded_once_and_items_are_unchanged(tmp_path):
     feed.offer([query(i) for i in range(6, 12)])
     feed.tick()
     assert sorted(sent) == sorted({f"question {i}" for i in range(3)} | set(docs))  # each once, over two ticks
-    vectors, ids = store.reservoir_get("document_embedding", "reference")
+    vectors, ids = store.reservoirs.get("document_embedding", "reference")
     for trace_id, vector in zip(ids, vectors):
         i = int(trace_id, 16)
         expected = np.asarray(embedder([docs[(i + k) % 4] for k in range(3)]), dtype=np.float64).mean(axis=0)

@@ -49,7 +49,7 @@ def test_novelty_tests_the_trailing_day_every_six_hours_and_pages_a_new_topic_wi
                                                                "neighbours": 3, "quantile": 0.02}, **common)
     assert novelty.page_rule().threshold == 1200  # four tests a day
     now = [0.0]
-    feed = DriftFeed(store, [daily_mmd, novelty], embedder=embedder, embedding_model="m", clock=lambda: now[0], seed=1)
+    feed = DriftFeed(store.reservoirs, [daily_mmd, novelty], embedder=embedder, embedding_model="m", clock=lambda: now[0], seed=1)
     rng = np.random.default_rng(5)
     runs, mmd_runs = [], []
     for day in range(4):

@@ -49,7 +49,7 @@ def test_reference_show_set_reset(tmp_path, capsys):
     assert "intent: the first 7 days (profile default" in capsys.readouterr().out
     profile = load_profiles(tmp_path / "profiles.yaml")[0]
     now = [1_800_000_000.0]
-    feed = DriftFeed(store, [profile], clock=lambda: now[0])
+    feed = DriftFeed(store.reservoirs, [profile], clock=lambda: now[0])
     feed.offer(records(40, now[0]))
     now[0] += 60  # the slot is over: its window is written
     feed.tick()
@@ -60,9 +60,9 @@ def test_reference_show_set_reset(tmp_path, capsys):
     start, end = now[0] + 10, now[0] + 30
     assert cli(["drift", "reference", "set", "--from", str(start), "--to", str(end), *config]) == 0
     assert "new reference version 2" in capsys.readouterr().out
-    reference = store.reservoir_window("intent", "reference")
+    reference = store.reservoirs.window("intent", "reference")
     assert reference.version == 2 and len(reference.trace_ids) == 20 and reference.times.min() >= start
-    assert store.reservoir_window("intent", "current").version == 2  # the current window is kept
+    assert store.reservoirs.window("intent", "current").version == 2  # the current window is kept
     feed.offer(records(20, now[0] + 120, intent="cards", start=100))
     now[0] += 180
     feed.tick()
@@ -72,11 +72,11 @@ def test_reference_show_set_reset(tmp_path, capsys):
     assert result["changes"]["over"][0]["cluster"] == "cards"
 
     assert cli(["drift", "reference", "set", "--release", "r9", "--days", "2", *config]) == 0
-    assert store.reference_spec("intent") == {"mode": "release", "release": "r9", "days": 2.0}
+    assert store.reservoirs.reference_spec("intent") == {"mode": "release", "release": "r9", "days": 2.0}
     assert cli(["drift", "reference", "show", *config]) == 0
     assert "the first 2 days of release r9" in capsys.readouterr().out
     assert cli(["drift", "reference", "reset", *config]) == 0
-    assert store.reference_spec("intent") is None
+    assert store.reservoirs.reference_spec("intent") is None
     assert cli(["drift", "reference", "set", "--from", "2026-01-02", *config]) == 2  # a clear error
     assert "needs both --from and --to" in capsys.readouterr().err
 

@@ -53,7 +53,7 @@ def sqlite_store(tmp_path):
 def detector_counting(store, **kwargs):
     counted: list[tuple[str, str]] = []
     unchecked = [0]
-    detector = RegenerationDetector(store, on_regeneration=lambda *labels: counted.append(labels),
+    detector = RegenerationDetector(store.session_windows, on_regeneration=lambda *labels: counted.append(labels),
                                     on_unchecked=lambda n: unchecked.__setitem__(0, unchecked[0] + n), **kwargs)
     labels_of = lambda r: (r.release, r.variant, r.intent or "unknown")  # noqa: E731
     return detector, counted, unchecked, labels_of
@@ -93,7 +93,7 @@ def test_a_click_and_the_reask_it_triggers_are_one_regenerated_query(sqlite_stor
     detector.offer([asked], labels_of)
     detector.tick()
     click = FeedbackEvent(asked.trace_id, "regenerate", 1.0, key="click")
-    assert sqlite_store.persist_ingest(IngestBatch(feedback=[click], known_queries={asked.trace_id})).regenerated == {asked.trace_id}
+    assert sqlite_store.ingest.persist(IngestBatch(feedback=[click], known_queries={asked.trace_id})).regenerated == {asked.trace_id}
     detector.offer([record(5, session_id="s", query="How do I cancel my plan?", release="r2")], labels_of)
     assert detector.tick() == 1
     # The re-ask is a signal about the query it re-asks (its labels), but the click claimed it first.
@@ -103,9 +103,13 @@ def test_a_click_and_the_reask_it_triggers_are_one_regenerated_query(sqlite_stor
     assert detector.tick() == 1 and regenerated == [("r2", "production", "unknown")]
 
 
-class UnavailableStore:
-    def check_session_windows(self, latest, regenerated):
+class UnavailableWindows:
+    def check(self, latest, regenerated):
         raise StoreUnavailable("database is locked")
+
+
+class UnavailableStore:
+    session_windows = UnavailableWindows()
 
 
 def test_regeneration_checks_are_bounded_and_what_is_dropped_or_unchecked_is_counted():
@@ -130,9 +134,9 @@ def test_filter_exclusions_and_unpriced_models():
 
 def test_idle_session_windows_are_pruned(sqlite_store):
     now = [1000.0]
-    detector = RegenerationDetector(sqlite_store, window_s=60, similarity=0.8, clock=lambda: now[0])
+    detector = RegenerationDetector(sqlite_store.session_windows, window_s=60, similarity=0.8, clock=lambda: now[0])
     for i in range(10):
-        sqlite_store.swap_session_windows({f"s{i}": (i, ["hello"])}, now=1000.0 + i * 10)
+        sqlite_store.session_windows.swap({f"s{i}": (i, ["hello"])}, now=1000.0 + i * 10)
     now[0] = 1000.0 + 125  # sessions last seen before 1065 can no longer regenerate
     assert detector.prune() == 7
     assert detector.prune() == 0

@@ -106,7 +106,7 @@ def test_the_shadow_report_command_prices_with_the_agents_storage_share(tmp_path
     (tmp_path / "data").mkdir()
     store = open_store(f"sqlite:///{tmp_path / 'data' / 'rag-monitor.db'}")
     try:
-        store.enqueue(production, stratum="shadow_pair", inclusion_prob=1.0, pair_trace_id=shadow.trace_id, pair_record=shadow)
+        store.queue.enqueue(production, stratum="shadow_pair", inclusion_prob=1.0, pair_trace_id=shadow.trace_id, pair_record=shadow)
     finally:
         store.close()
 

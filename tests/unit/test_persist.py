@@ -49,23 +49,23 @@ def test_a_later_complaint_raises_the_probability_of_the_same_item(writer):
     (unsampled,) = ids_where(writer.sampler, lambda u: u >= BASE, 1)
     for trace_id in (sampled, unsampled, expired):
         writer.write(assembled(record(trace_id)), now=1000.0)
-    assert store.item_for_trace(sampled).weight == pytest.approx(1 / BASE)
-    assert store.item_for_trace(unsampled) is None
-    store.prune_recent(now=2000.0)  # the cache lets every record go ...
-    store.put_recent([record(sampled), record(unsampled)], now=2100.0)  # ... these two are cached again
+    assert store.queue.item_for_trace(sampled).weight == pytest.approx(1 / BASE)
+    assert store.queue.item_for_trace(unsampled) is None
+    store.recent.prune(now=2000.0)  # the cache lets every record go ...
+    store.recent.put([record(sampled), record(unsampled)], now=2100.0)  # ... these two are cached again
 
     for trace_id in (sampled, unsampled, sampled):  # the exporter resends the first complaint
         writer.write(complaint(trace_id, span_id=trace_id[:16]), now=2101.0)
     written = writer.write(complaint(expired, span_id="e" * 16), now=2101.0)
 
-    item = store.item_for_trace(sampled)
+    item = store.queue.item_for_trace(sampled)
     assert (item.stratum, item.weight, item.counted_weight) == ("thumbs_down", 1.0, pytest.approx(1 / BASE))
-    pulled = store.item_for_trace(unsampled)
+    pulled = store.queue.item_for_trace(unsampled)
     assert (pulled.stratum, pulled.weight, pulled.counted_weight) == ("thumbs_down", 1.0, 0.0)
     # A complaint after the cache let go changes nothing (for sampled and unsampled queries alike).
-    assert store.item_for_trace(expired).weight == pytest.approx(1 / BASE) and written.pull_expired == 1
-    assert len(store.feedback_for(sampled)) == 1
-    assert store.queue_depth()["queued"] == 3
+    assert store.queue.item_for_trace(expired).weight == pytest.approx(1 / BASE) and written.pull_expired == 1
+    assert len(store.feedback.for_trace(sampled)) == 1
+    assert store.queue.depth()["queued"] == 3
 
 
 def test_a_sampled_shadow_pair_keeps_its_production_half(writer):
@@ -76,8 +76,8 @@ def test_a_sampled_shadow_pair_keeps_its_production_half(writer):
     writer.write(assembled(record(shadow_ids[0], variant="shadow", shadow_of=early)), now=1001.0)
     writer.write(assembled(record(shadow_ids[1], variant="shadow", shadow_of=late)), now=1001.0)  # shadow first
     writer.write(assembled(record(late)), now=1002.0)
-    store.prune_recent(now=10_000.0)
+    store.recent.prune(now=10_000.0)
     for production, shadow in zip((early, late), shadow_ids):
-        item = store.item_for_trace(shadow)
+        item = store.queue.item_for_trace(shadow)
         assert (item.stratum, item.pair_trace_id) == ("shadow_pair", production)
         assert item.paired_record.answer == record(production).answer

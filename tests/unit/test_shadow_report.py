@@ -151,10 +151,12 @@ def test_a_shadow_candidates_filters_never_count_as_production_false_exclusions(
 
 
 class PairStore:
-    """The three reads the shadow report makes, over fixed items (a fake inside a unit test)."""
+    """The three reads the shadow report makes, over fixed items (a fake inside a unit test): each
+    repository it reads is this object."""
 
     def __init__(self, items, reviews):
         self.items, self.reviews = items, reviews
+        self.queue = self.review = self.scores = self
 
     def paired_items(self, since=None):
         return self.items
@@ -162,7 +164,7 @@ class PairStore:
     def all_reviews(self, item_ids=None):
         return self.reviews
 
-    def scores_for_traces(self, trace_ids):
+    def for_traces(self, trace_ids):
         return {}
 
 

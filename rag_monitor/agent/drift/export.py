@@ -15,7 +15,7 @@ EXAMPLE_CHARS = 80
 
 def latest_tested(store, profile, *, limit: int = 5):
     """The latest run of ``profile`` that tested a window (``done``), or None."""
-    for run in store.drift_runs(profile.name, limit=limit, tested=True):
+    for run in store.drift_runs.list(profile.name, limit=limit, tested=True):
         if (run.result or {}).get("status") == "done":
             return run
     return None

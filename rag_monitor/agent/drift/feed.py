@@ -26,7 +26,7 @@ break the permutation test's exchangeability (the unit of the test is the query)
 
 Usage::
 
-    feed = DriftFeed(store, profiles, embedder=SentenceEmbedder("all-MiniLM-L6-v2"))
+    feed = DriftFeed(store.reservoirs, profiles, embedder=SentenceEmbedder("all-MiniLM-L6-v2"))
     feed.offer(records)      # from the ingest pipeline
     feed.tick()              # from a background worker
 """
@@ -43,6 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rag_monitor.detectors.profiles import (
     CATEGORICAL_SIGNALS,
@@ -55,6 +56,9 @@ from rag_monitor.detectors.profiles import (
 )
 from rag_monitor.detectors.sampling import IntervalReservoir, ReferencePresample
 from rag_monitor.record import QueryRecord
+
+if TYPE_CHECKING:
+    from rag_monitor.store.drift import Reservoirs
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +147,7 @@ class SentenceEmbedder:
 class DriftFeed:
     def __init__(
         self,
-        store,
+        reservoirs: Reservoirs,
         profiles: Sequence[DriftProfile],
         embedder: Callable[[Sequence[str]], object] | None = None,
         embedding_model: str = "all-MiniLM-L6-v2",
@@ -154,7 +158,8 @@ class DriftFeed:
         seed: int | None = None,
     ):
         self.clock = clock
-        self.store = store
+        self.reservoirs = reservoirs
+        """``store.reservoirs``: the only part of the store the feed writes or reads."""
         self.embedder = embedder
         self.embedding_model = embedding_model
         self.on_sampled = on_sampled
@@ -272,7 +277,7 @@ class DriftFeed:
         """Each signal's reference definition and count, read from the store (the presample's bound)."""
         for signal, profiles in self.signals.items():
             spec = self.reference_spec(signal)
-            info = self.store.reservoir_info(signal, "reference")
+            info = self.reservoirs.info(signal, "reference")
             version = info.version if info is not None else None
             with self._lock:
                 old = self._reference.get(signal)
@@ -344,7 +349,7 @@ class DriftFeed:
 
     def reference_spec(self, signal: str) -> dict:
         """The signal's reference definition: set from the CLI, else its first profile's default."""
-        return self.store.reference_spec(signal) or self.signals[signal][0].default_reference()
+        return self.reservoirs.reference_spec(signal) or self.signals[signal][0].default_reference()
 
     def _add(self, signal: str, current: list, reference: list) -> None:
         from rag_monitor.detectors.references import captures
@@ -357,11 +362,11 @@ class DriftFeed:
         max_age = None if any(a is None for a in max_ages) else max(max_ages)
         model = next((it.model for it in current if it.model), None) or next((it.model for _, it in reference if it.model), None)
         now = self.clock()
-        info = self.store.reservoir_info(signal, "reference")
+        info = self.reservoirs.info(signal, "reference")
         if model and info is not None and info.model and info.model != model:
             log.warning("embedding model of %s changed from %s to %s: starting a new reference", signal, info.model, model)
-            custom = self.store.reference_spec(signal)
-            self.store.reset_reference(signal, model, source=json.dumps(custom) if custom else None, now=now)
+            custom = self.reservoirs.reference_spec(signal)
+            self.reservoirs.reset_reference(signal, model, source=json.dumps(custom) if custom else None, now=now)
             self.on_reset(signal, model)
             self._refresh_reference()
             info = None
@@ -374,7 +379,7 @@ class DriftFeed:
             if current:
                 slot_s = min(p.interval_s for p in profiles)
                 capacity = max((math.ceil((p.window_s or p.interval_s) / slot_s - 1e-9) + 1) * current_size for p in profiles)
-                self.store.reservoir_add(signal, "current", current, capacity=capacity, max_age_s=max_age, now=now)
+                self.reservoirs.add(signal, "current", current, capacity=capacity, max_age_s=max_age, now=now)
             spec = self.reference_spec(signal)
             if info is not None:  # still the reference the picks were made for (a set races with them)
                 reference = [(rel, it) for rel, it in reference if captures(spec, info.created_at, it.added_at, rel)]
@@ -385,7 +390,7 @@ class DriftFeed:
                 started_at = min(it.added_at for it in wanted)
             if wanted:
                 # a new version's period starts at its first item's time (the add creates its row)
-                self.store.reservoir_add(signal, "reference", wanted, capacity=reference_size,
+                self.reservoirs.add(signal, "reference", wanted, capacity=reference_size,
                                          now=now if info is not None else started_at)
         except ReservoirMismatch as exc:
             log.warning("drift reservoir %s refused items: %s", signal, exc)

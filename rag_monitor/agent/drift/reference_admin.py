@@ -24,9 +24,9 @@ def reference_status(store, profiles) -> list[dict[str, Any]]:
         if profile.signal in seen:
             continue
         seen.add(profile.signal)
-        custom = store.reference_spec(profile.signal)
+        custom = store.reservoirs.reference_spec(profile.signal)
         spec = custom or profile.default_reference()
-        info = store.reservoir_info(profile.signal, "reference")
+        info = store.reservoirs.info(profile.signal, "reference")
         started = info.created_at if info is not None else None
         size = info.size if info is not None else 0
         out.append({"signal": profile.signal, "spec": spec, "set_by": "cli" if custom else "profile default",
@@ -43,15 +43,15 @@ def set_reference(store, signal: str, spec: dict[str, Any] | None, *, capacity: 
     """
     now = time.time() if now is None else now
     spec = validate_spec(spec) if spec is not None else None
-    info = store.reservoir_info(signal, "reference")
-    version = store.reset_reference(signal, info.model if info else None,
+    info = store.reservoirs.info(signal, "reference")
+    version = store.reservoirs.reset_reference(signal, info.model if info else None,
                                     source=json.dumps(spec) if spec else None, now=now, keep_current=True)
     if spec and spec["mode"] == "range":
-        current = store.reservoir_window(signal, "current", since=spec["start"])
+        current = store.reservoirs.window(signal, "current", since=spec["start"])
         items = [ReservoirItem(trace_id, value=value if isinstance(value, str) else None,
                                vector=None if isinstance(value, str) else value.tolist(), added_at=t,
                                model=info.model if info else None)
                  for trace_id, value, t in zip(current.trace_ids, current.values, current.times) if t < spec["end"]]
         if items:
-            store.reservoir_add(signal, "reference", items, capacity=capacity, now=now)
+            store.reservoirs.add(signal, "reference", items, capacity=capacity, now=now)
     return version

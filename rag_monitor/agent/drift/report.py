@@ -29,8 +29,8 @@ def _evidently_report(store, signal: str, path: Path) -> str | None:
     from evidently.legacy.pipeline.column_mapping import ColumnMapping
     from evidently.legacy.report import Report
 
-    reference, _ = store.reservoir_get(signal, "reference")
-    current, _ = store.reservoir_get(signal, "current")
+    reference, _ = store.reservoirs.get(signal, "reference")
+    current, _ = store.reservoirs.get(signal, "current")
     if len(reference) == 0 or len(current) == 0:
         return None
     if signal in EMBEDDING_SIGNALS:
@@ -86,7 +86,7 @@ def write_report(store, profiles: Sequence[DriftProfile], out_dir: str | Path, *
                 rendered[profile.signal] = None
         run = latest_tested(store, profile)
         result = run.result if run is not None else None
-        latest = store.drift_runs(profile.name, limit=1)
+        latest = store.drift_runs.list(profile.name, limit=1)
         waiting = (latest[0].result or {}).get("reason", "no completed run yet") if latest else "no completed run yet"
         window = ""
         if result:

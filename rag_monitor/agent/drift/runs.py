@@ -7,7 +7,7 @@ whether it pages (``detectors/paging.py``) and names what changed (``detectors/e
 result records the reference, the seed, the window's span, the p-value, the evidence and the page
 decision.
 
-A run belongs to the slot ``floor(now / interval) * interval``. ``Store.claim_run`` lets exactly
+A run belongs to the slot ``floor(now / interval) * interval``. ``store.drift_runs.claim`` lets exactly
 one replica take a slot (a unique row in the store). Replicas try the current slot several times
 per interval; a run that dies midway leaves a lease that lapses within half a slot, and the next
 try redoes it. The agent's one scheduler fires the runs (a ``drift:<profile>`` job each,
@@ -63,7 +63,7 @@ def fire_interval_s(profile: DriftProfile) -> float:
 
 def _previous(store, profile: DriftProfile, version: int) -> dict | None:
     """The latest tested window of this profile on this reference version (where the next one starts)."""
-    for run in store.drift_runs(profile.name, limit=5, tested=True):
+    for run in store.drift_runs.list(profile.name, limit=5, tested=True):
         result = run.result or {}
         if result.get("status") in ("done", "degenerate") and result.get("reference", {}).get("version") == version:
             return result
@@ -72,7 +72,7 @@ def _previous(store, profile: DriftProfile, version: int) -> dict | None:
 
 def _skip(store, profile: DriftProfile, slot: float, holder: str, now: float, reason: str, **extra) -> dict:
     result = {"status": "skipped", "reason": reason, "signal": profile.signal, "detector": profile.detector, **extra}
-    store.finish_run(profile.name, slot, holder, status="ok", result=result, now=now)
+    store.drift_runs.finish(profile.name, slot, holder, status="ok", result=result, now=now)
     return result
 
 
@@ -86,9 +86,9 @@ def _example_queries(store, trace_ids: list[str]) -> list[dict]:
 
     out = []
     for trace_id in trace_ids:
-        record = store.get_recent(trace_id)
+        record = store.recent.get(trace_id)
         hidden = record is None or "query" in (record.hidden or []) or not record.query
-        forwarded = any(store.item_for_trace(trace_id, queue=q) is not None for q in (DEFAULT_QUEUE, SCORE_QUEUE))
+        forwarded = any(store.queue.item_for_trace(trace_id, queue=q) is not None for q in (DEFAULT_QUEUE, SCORE_QUEUE))
         out.append({"trace_id": trace_id, "query": None if hidden else record.query[:200], "forwarded": forwarded})
     return out
 
@@ -100,7 +100,7 @@ def _trailing_window(store, profile: DriftProfile, now: float, captured_until: f
     end = slot_of(profile, now)
     if end - profile.window_s < captured_until:
         return None
-    window = store.reservoir_window(profile.signal, "current", since=end - profile.window_s)
+    window = store.reservoirs.window(profile.signal, "current", since=end - profile.window_s)
     inside = [i for i, t in enumerate(window.times) if t < end]
     values = window.values[inside] if profile.signal in EMBEDDING_SIGNALS else [window.values[i] for i in inside]
     return dataclasses.replace(window, values=values, trace_ids=[window.trace_ids[i] for i in inside],
@@ -118,9 +118,9 @@ def test_window(store, profile: DriftProfile, now: float) -> dict:
     from rag_monitor.detectors.sampling import smallest_hashes
 
     base = {"signal": profile.signal, "detector": profile.detector}
-    spec = store.reference_spec(profile.signal) or profile.default_reference()
-    info = store.reservoir_info(profile.signal, "reference")
-    reference = store.reservoir_window(profile.signal, "reference")
+    spec = store.reservoirs.reference_spec(profile.signal) or profile.default_reference()
+    info = store.reservoirs.info(profile.signal, "reference")
+    reference = store.reservoirs.window(profile.signal, "reference")
     started_at = info.created_at if info is not None else None
     if not is_complete(spec, started_at, len(reference.trace_ids), now):
         return {"status": "skipped", **base, "n_reference": len(reference.trace_ids),
@@ -131,7 +131,7 @@ def test_window(store, profile: DriftProfile, now: float) -> dict:
     captured_until = float(reference.times.max()) if spec["mode"] == "count" else capture_period(spec, started_at)[1] - 1e-6
     after = max(previous["window_end"], captured_until) if previous else captured_until
     if profile.window_s is None:
-        window = store.reservoir_window(profile.signal, "current", after=after)
+        window = store.reservoirs.window(profile.signal, "current", after=after)
     else:
         window = _trailing_window(store, profile, now, captured_until)
         if window is None:
@@ -180,16 +180,16 @@ def run_profile(store, profile: DriftProfile, holder: str, now: float | None = N
     """Run ``profile`` for its current slot if this holder wins it; the stored result, or None."""
     now = time.time() if now is None else now
     slot = slot_of(profile, now)
-    if not store.claim_run(profile.name, slot, holder, signal=profile.signal, detector=profile.detector,
+    if not store.drift_runs.claim(profile.name, slot, holder, signal=profile.signal, detector=profile.detector,
                            lease_s=run_lease_s(profile), now=now):
         return None
     try:
         result = test_window(store, profile, now)
-        store.finish_run(profile.name, slot, holder, status="ok", result=result, now=now)
+        store.drift_runs.finish(profile.name, slot, holder, status="ok", result=result, now=now)
         return result
     except Exception as exc:
         log.exception("drift run %s failed", profile.name)
-        store.finish_run(profile.name, slot, holder, status="failed", result={"error": str(exc)}, now=now)
+        store.drift_runs.finish(profile.name, slot, holder, status="failed", result={"error": str(exc)}, now=now)
         raise
 
 
