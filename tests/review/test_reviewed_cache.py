@@ -101,7 +101,7 @@ def test_the_collectors_read_the_store_once_per_interval_however_many_scrapes(st
         review(store, i, "r1" if i % 2 else "r2", start - 600 + i)
     counting = CountingQueue(store.queue)
     cache = ReviewedCache(counting, min_interval_s=INTERVAL_S, clock=lambda: now[0])
-    registry = collectors(counting, lambda: now[0], cache)
+    registry = collectors(store, lambda: now[0], cache)
     first = scrape(registry)
     assert first[("rag_review_judged_items", (("measure", "correct"), ("release", "r1"), ("variant", "production")))] == 6
     # One cold read for three collectors: where the feedback stands, then the window's reviews.
