@@ -104,6 +104,8 @@ class Agent:
             self.jobs.try_lock = self.store.locks.try_lock
             build_drift(self)
             build_ingest(self)
+            # A drift slot waits for its queries as long as the assembler may take to hand one over.
+            self.drift_feed.lateness_s = self.limits.root_timeout_s
             self._build_review()
             self._build_scoring()
             self._build_probes()

@@ -86,8 +86,8 @@ def plan_phases(quick: bool = False, release_suffix: str = "", scale: float = 1.
     provider_update = []
     if not quick:
         good = replace(good, model_version=MODEL_VERSIONS[0])
-        # Slow by far more than a loaded machine slows r1 (whose p95 reached 1.3 s there at 5
-        # queries/s), so the comparison sees it with margin: every third answer waits 4 s more.
+        # Slow by far more than r1 (about 0.11 s a query, scripted: demo/timing.py), so the
+        # comparison sees it with margin: every third answer waits 4 s more.
         updated = replace(good, model_version=MODEL_VERSIONS[1], generation_delay_s=0.2, slow_every=3, slow_delay_s=4.0)
         bad = replace(bad, model_version=MODEL_VERSIONS[1])
         provider_update = [Phase(

@@ -161,13 +161,16 @@ class Query(StreamingMethods, _SpanHandle):
     # --- stages ---------------------------------------------------------------------------
 
     def _start(
-        self, cls: type[Stage], name: str, attrs: dict[str, Any], truncated: list[str] | None = None
+        self, cls: type[Stage], name: str, attrs: dict[str, Any], truncated: list[str] | None = None,
+        start_time_ns: int | None = None,
     ) -> Stage | NoopStage:
         try:
-            stage = cls(self._tracer.start_span(name, context=self._parent, attributes=attrs), self._capture)
+            span = self._tracer.start_span(name, context=self._parent, attributes=attrs, start_time=start_time_ns)
+            stage = cls(span, self._capture)
             stage._truncated = truncated
             if isinstance(stage, GenerateStage):
                 stage._query_t0 = self._t0
+                stage._query_start_ns = getattr(self._span, "start_time", None)
             if self._ended:
                 # The query is over: nothing will end this stage later.
                 stage._end_unentered()
@@ -178,9 +181,12 @@ class Query(StreamingMethods, _SpanHandle):
             log.internal_error(f"stage {name}")
             return NOOP_STAGE
 
-    def stage(self, name: str, kind: str = _CHAIN) -> Stage | NoopStage:
-        """Any named stage (``"rewrite"``, or the app's own), as a CHAIN span unless ``kind`` says."""
-        return self._start(Stage, name, {_KIND: kind, _STAGE: name})
+    def stage(self, name: str, kind: str = _CHAIN, *, start_time_ns: int | None = None) -> Stage | NoopStage:
+        """Any named stage (``"rewrite"``, or the app's own), as a CHAIN span unless ``kind`` says.
+
+        Every stage method takes ``start_time_ns``: with ``stage.end(end_time_ns)`` it records a stage
+        at times the app knows (a replayed query's, like ``monitor.query(start_time_ns=...)``); None: now."""
+        return self._start(Stage, name, {_KIND: kind, _STAGE: name}, start_time_ns=start_time_ns)
 
     def filter(
         self,
@@ -190,6 +196,8 @@ class Query(StreamingMethods, _SpanHandle):
         candidates_out: int | None = None,
         excluded_ids: Sequence[Any] | None = None,
         excluded_documents: Sequence[Any] | None = None,
+        *,
+        start_time_ns: int | None = None,
     ) -> FilterStage | NoopStage:
         """A filter as applied: ``kind`` is ``"entitlement"`` or ``"relevance"`` (else ValueError).
 
@@ -217,12 +225,12 @@ class Query(StreamingMethods, _SpanHandle):
         except Exception:  # noqa: BLE001 - e.g. candidates_in="many": keep the span, drop the junk
             log.internal_error("filter arguments")
             attrs = {_KIND: _CHAIN, _STAGE: semconv.STAGE_FILTER, semconv.RAG_FILTER_KIND: kind}
-        stage = self._start(FilterStage, semconv.STAGE_FILTER, attrs, truncated)
+        stage = self._start(FilterStage, semconv.STAGE_FILTER, attrs, truncated, start_time_ns)
         if excluded_documents is not None:
             stage.excluded_documents(excluded_documents)
         return stage
 
-    def retrieve(self, data_source: str | None = None) -> RetrieveStage | NoopStage:
+    def retrieve(self, data_source: str | None = None, *, start_time_ns: int | None = None) -> RetrieveStage | NoopStage:
         """A retrieval (RETRIEVER span); call ``documents()`` on it.
 
         ``data_source`` names the index searched (``gen_ai.data_source.id``): the agent prices the
@@ -232,7 +240,7 @@ class Query(StreamingMethods, _SpanHandle):
         attrs: dict[str, Any] = {_KIND: semconv.SPAN_KIND_RETRIEVER, _STAGE: semconv.STAGE_RETRIEVE}
         if data_source is not None:
             attrs[semconv.GEN_AI_DATA_SOURCE_ID] = str(data_source)
-        return self._start(RetrieveStage, semconv.STAGE_RETRIEVE, attrs)
+        return self._start(RetrieveStage, semconv.STAGE_RETRIEVE, attrs, start_time_ns=start_time_ns)
 
     def cache(self, kind: str, hit: bool, count: int = 1) -> None:
         """Lookups in one of the app's caches during this query: ``kind`` is ``"embedding"``,
@@ -247,7 +255,8 @@ class Query(StreamingMethods, _SpanHandle):
         except Exception:  # noqa: BLE001
             log.internal_error("cache")
 
-    def rerank(self, model: str | None = None, top_k: int | None = None) -> RerankStage | NoopStage:
+    def rerank(self, model: str | None = None, top_k: int | None = None, *,
+               start_time_ns: int | None = None) -> RerankStage | NoopStage:
         """A rerank (RERANKER span); call ``documents()`` with its output."""
         attrs: dict[str, Any] = {_KIND: semconv.SPAN_KIND_RERANKER, _STAGE: semconv.STAGE_RERANK}
         if model is not None:
@@ -257,7 +266,7 @@ class Query(StreamingMethods, _SpanHandle):
                 attrs[semconv.RERANKER_TOP_K] = int(top_k)
             except (TypeError, ValueError):
                 log.warning("bad-top-k", "rag_monitor: ignored top_k=%r (not an int)", top_k)
-        return self._start(RerankStage, semconv.STAGE_RERANK, attrs)
+        return self._start(RerankStage, semconv.STAGE_RERANK, attrs, start_time_ns=start_time_ns)
 
     def embed(
         self,
@@ -266,6 +275,8 @@ class Query(StreamingMethods, _SpanHandle):
         texts: Iterable[Any] | None = None,
         tokens: int | None = None,
         role: str = semconv.EMBEDDING_ROLE_QUERY,
+        *,
+        start_time_ns: int | None = None,
     ) -> Stage | NoopStage:
         """Embeddings (EMBEDDING span), so the agent can watch drift and price the call.
 
@@ -284,7 +295,7 @@ class Query(StreamingMethods, _SpanHandle):
                 attrs[semconv.LLM_TOKEN_COUNT_PROMPT] = attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = int(tokens)
         except (TypeError, ValueError):
             log.warning("bad-tokens", "rag_monitor: ignored tokens=%r (not an int)", tokens)
-        stage = self._start(Stage, semconv.STAGE_EMBED, attrs)
+        stage = self._start(Stage, semconv.STAGE_EMBED, attrs, start_time_ns=start_time_ns)
         if (vectors is None and texts is None) or not stage.is_recording:
             return stage
         try:
@@ -305,7 +316,8 @@ class Query(StreamingMethods, _SpanHandle):
             log.internal_error("embed vectors")
         return stage
 
-    def context(self, document_ids: Iterable[Any] | None = None, tokens: int | None = None) -> Stage | NoopStage:
+    def context(self, document_ids: Iterable[Any] | None = None, tokens: int | None = None, *,
+                start_time_ns: int | None = None) -> Stage | NoopStage:
         """The context delivered to the generator: document ids in prompt order."""
         attrs: dict[str, Any] = {_KIND: _CHAIN, _STAGE: semconv.STAGE_CONTEXT}
         try:
@@ -315,9 +327,10 @@ class Query(StreamingMethods, _SpanHandle):
                 attrs[semconv.RAG_CONTEXT_TOKENS] = int(tokens)
         except Exception:  # noqa: BLE001
             log.internal_error("context arguments")
-        return self._start(Stage, semconv.STAGE_CONTEXT, attrs)
+        return self._start(Stage, semconv.STAGE_CONTEXT, attrs, start_time_ns=start_time_ns)
 
-    def generate(self, model: str | None = None, provider: str | None = None) -> GenerateStage | NoopStage:
+    def generate(self, model: str | None = None, provider: str | None = None, *,
+                 start_time_ns: int | None = None) -> GenerateStage | NoopStage:
         """The LLM call (LLM span); call ``tokens()`` and, when streaming, ``first_token()``."""
         attrs: dict[str, Any] = {
             _KIND: semconv.SPAN_KIND_LLM,
@@ -328,7 +341,7 @@ class Query(StreamingMethods, _SpanHandle):
             attrs[semconv.LLM_MODEL_NAME] = attrs[semconv.GEN_AI_REQUEST_MODEL] = str(model)
         if provider is not None:
             attrs[semconv.LLM_PROVIDER] = attrs[semconv.GEN_AI_PROVIDER_NAME] = str(provider)
-        return self._start(GenerateStage, semconv.STAGE_GENERATE, attrs)
+        return self._start(GenerateStage, semconv.STAGE_GENERATE, attrs, start_time_ns=start_time_ns)
 
     # --- outcome --------------------------------------------------------------------------
 

@@ -145,12 +145,13 @@ class RerankStage(_DocumentStage):
 class GenerateStage(Stage):
     """The LLM call (LLM span): token counts and time to first token."""
 
-    __slots__ = ("_t0", "_query_t0", "_first_token_seen")
+    __slots__ = ("_t0", "_query_t0", "_query_start_ns", "_first_token_seen")
 
     def __init__(self, span: Any, capture: CaptureConfig) -> None:
         super().__init__(span, capture)
         self._t0 = time.perf_counter()
         self._query_t0: float | None = None  # set by the query: time to first token counts from the query's start
+        self._query_start_ns: int | None = None  # the query span's start (``first_token(time_ns)``)
         self._first_token_seen = False
 
     def tokens(self, prompt: int | None = None, completion: int | None = None, cached_prompt: int | None = None,
@@ -186,14 +187,23 @@ class GenerateStage(Stage):
         except Exception:  # noqa: BLE001
             log.internal_error("response_model")
 
-    def first_token(self) -> None:
+    def first_token(self, time_ns: int | None = None) -> None:
         """Call when the first token arrives (once; later calls are ignored): records the seconds since
         the query started (``rag.generation.time_to_first_token_s``, what the user waits) and since
-        this stage started (``rag.generation.stage_time_to_first_token_s``, the model's own wait)."""
+        this stage started (``rag.generation.stage_time_to_first_token_s``, the model's own wait).
+
+        ``time_ns``: when it arrived, for a stage recorded at times the app knows (``start_time_ns``),
+        measured from the query's and the stage's span start times; None: now."""
         if self._first_token_seen:
             return
         self._first_token_seen = True
         try:
+            stage_start_ns = getattr(self._span, "start_time", None)
+            if time_ns is not None and stage_start_ns is not None:
+                query_start_ns = self._query_start_ns if self._query_start_ns is not None else stage_start_ns
+                self._set({semconv.RAG_TIME_TO_FIRST_TOKEN: (time_ns - query_start_ns) / 1e9,
+                           semconv.RAG_STAGE_TIME_TO_FIRST_TOKEN: (time_ns - stage_start_ns) / 1e9})
+                return
             now = time.perf_counter()
             start = self._query_t0 if self._query_t0 is not None else self._t0
             self._set({semconv.RAG_TIME_TO_FIRST_TOKEN: now - start, semconv.RAG_STAGE_TIME_TO_FIRST_TOKEN: now - self._t0})

@@ -63,6 +63,40 @@ def test_good_release_cites_the_current_policy_and_records_every_stage(app, corp
     assert "policy-refunds-v1" in relevance.attributes["rag.filter.excluded_ids"]
 
 
+def test_stage_spans_are_timed_by_the_script_not_by_the_machine(app):
+    """On a busy machine the app's own compute takes long; the spans still report the script's stage
+    durations (r2: its base plus +0.35 s), stages in order inside the root, which ends with the last."""
+    import time
+    from types import SimpleNamespace
+
+    from rag_monitor.demo.app import BAD_RELEASE, User
+    from rag_monitor.demo.signals import LookupCache
+    from rag_monitor.demo.timing import StageDurations
+
+    slow = app.with_release(BAD_RELEASE, app.monitor)
+    slow.caches = {"embedding": LookupCache(), "retrieval": LookupCache()}
+    encode = app.embedder.encode
+    slow.embedder = SimpleNamespace(encode=lambda texts: (time.sleep(1.0), encode(texts))[1])  # a loaded machine
+    app.exporter.clear()
+    began = time.monotonic()
+    slow.ask("How many days do I have to ask for a refund?", User("u1", "acme", "en", "s-slow"))
+    assert time.monotonic() - began >= 1.0
+    spans = app.exporter.get_finished_spans()
+    root = next(s for s in spans if s.name == "rag.query")
+    stages = sorted((s for s in spans if s is not root), key=lambda s: (s.start_time, s.end_time))
+    d = StageDurations()
+    base = d.embed_s + d.retrieve_s + d.rerank_s + d.generate_s
+    delays = BAD_RELEASE.retrieval_delay_s + BAD_RELEASE.generation_delay_s
+    seconds = (root.end_time - root.start_time) / 1e9
+    assert delays + base * (1 - d.jitter / 2) <= seconds <= delays + base * (1 + d.jitter / 2) < 1.0
+    assert [s.attributes["rag.stage"] for s in stages] == ["embed", "retrieve", "filter", "filter", "rerank", "context", "generate"]
+    assert all(a.end_time <= b.start_time for a, b in zip(stages, stages[1:]))
+    assert root.start_time == stages[0].start_time and root.end_time == stages[-1].end_time
+    generate = stages[-1]
+    assert (generate.end_time - generate.start_time) / 1e9 >= BAD_RELEASE.generation_delay_s
+    assert generate.attributes["rag.generation.time_to_first_token_s"] == pytest.approx(seconds)
+
+
 def test_entitlement_filter_keeps_other_tenants_documents_out(app):
     from rag_monitor.demo.app import User
 

@@ -254,3 +254,26 @@ def test_stage_started_after_the_query_ended_still_ends(monitor, exporter):
     q.context(document_ids=["late"])
     names = [s.name for s in exporter.get_finished_spans()]
     assert names == ["rag.query", "context"]
+
+
+def test_a_replayed_query_records_its_stages_at_the_times_given(monitor, exporter):
+    """Stages take ``start_time_ns`` like the query: a replay (or the demo's scripted timings) records
+    the times the app knows, and time to first token is measured on those times, not the clock."""
+    t0 = 1_700_000_000_000_000_000
+    ms = 1_000_000
+    with monitor.query("How do I cancel?", start_time_ns=t0) as q:
+        with q.retrieve(start_time_ns=t0 + 5 * ms) as r:
+            r.documents(DOCS)
+            r.end(t0 + 35 * ms)
+        q.filter(kind="relevance", candidates_in=2, candidates_out=1, start_time_ns=t0 + 35 * ms)
+        q.context(document_ids=["doc-1"], start_time_ns=t0 + 35 * ms)
+        with q.generate(model="gpt-x", start_time_ns=t0 + 40 * ms) as g:
+            g.first_token(time_ns=t0 + 140 * ms)
+            g.end(t0 + 240 * ms)
+        q.end(t0 + 250 * ms)
+    spans = spans_by_name(exporter.get_finished_spans())
+    times = {name: ((s.start_time - t0) // ms, (s.end_time - t0) // ms) for name, s in spans.items()}
+    assert times == {"rag.query": (0, 250), "retrieve": (5, 35), "filter": (35, 35), "context": (35, 35), "generate": (40, 240)}
+    generate = spans["generate"].attributes
+    assert generate[semconv.RAG_TIME_TO_FIRST_TOKEN] == pytest.approx(0.14)
+    assert generate[semconv.RAG_STAGE_TIME_TO_FIRST_TOKEN] == pytest.approx(0.1)

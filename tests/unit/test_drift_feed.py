@@ -226,7 +226,7 @@ def test_each_distinct_text_is_embedded_once_and_items_are_unchanged(tmp_path):
         sent.extend(texts)
         return np.array([[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts], dtype=np.float32)
 
-    feed = DriftFeed(store, profiles, embedder=embedder, embedding_model="m", clock=lambda: 10.0)
+    feed = DriftFeed(store.reservoirs, profiles, embedder=embedder, embedding_model="m", clock=lambda: 10.0)
     docs = [f"chunk {k} " * 20 for k in range(4)]
 
     def query(i: int) -> QueryRecord:
@@ -244,4 +244,32 @@ def test_each_distinct_text_is_embedded_once_and_items_are_unchanged(tmp_path):
         expected = np.asarray(embedder([docs[(i + k) % 4] for k in range(3)]), dtype=np.float64).mean(axis=0)
         assert np.allclose(vector, expected / np.linalg.norm(expected), atol=1e-6)
     assert len(ids) == 12
+    store.close()
+
+
+def test_a_slot_waits_lateness_s_for_the_queries_that_reach_the_feed_after_it_is_over(tmp_path):
+    """A query reaches the feed after it ended and was exported and assembled: seconds after its start,
+    more on a busy machine. Its slot is written ``lateness_s`` after it is over, so such a query is
+    tested in its own slot; one later still is counted skipped."""
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    profile = DriftProfile("q", "query_embedding", "mmd", reference_size=5, current_size=50, min_current=10,
+                           current_max_age_s=None, interval_s=3, reference_days=None, page_threshold=5.0)
+    counted = {}
+    now = [100.0]
+    feed = DriftFeed(store.reservoirs, [profile], embedder=None, clock=lambda: now[0], lateness_s=5.0,
+                     on_sampled=lambda signal, window, n: counted.__setitem__(("sampled", window), n),
+                     on_skipped=lambda signal, window, n: counted.__setitem__(("skipped", window), n))
+    feed.offer(records(0, 5, "m", t0=100.0))  # the reference
+    feed.offer(records(10, 4, "m", t0=102.0, spacing=0.2))  # slot [102, 105)
+    now[0] = 106.0  # the slot is over; its last queries are still on their way
+    feed.tick()
+    assert store.reservoirs.window("query_embedding", "current").trace_ids == []
+    feed.offer(records(20, 3, "m", t0=104.5, spacing=0.1))  # late, within lateness_s
+    now[0] = 110.0
+    feed.tick()
+    assert len(store.reservoirs.window("query_embedding", "current").trace_ids) == 7
+    assert counted[("sampled", "current")] == 7 and ("skipped", "current") not in counted
+    feed.offer(records(30, 2, "m", t0=104.9))  # later than lateness_s: its slot was written
+    feed.tick()
+    assert counted[("skipped", "current")] == 2
     store.close()

@@ -156,6 +156,7 @@ class DriftFeed:
         on_reset: Callable[[str, str], None] = lambda signal, model: None,
         clock: Callable[[], float] = time.time,
         seed: int | None = None,
+        lateness_s: float = 0.0,
     ):
         self.clock = clock
         self.reservoirs = reservoirs
@@ -165,6 +166,11 @@ class DriftFeed:
         self.on_sampled = on_sampled
         self.on_skipped = on_skipped
         self.on_reset = on_reset
+        self.lateness_s = lateness_s
+        """How long after a slot is over it waits for its late queries before it is written: a query
+        reaches the feed after it ended, was exported and assembled (seconds, more on a busy machine,
+        up to the assembler's ``root_timeout_s`` for a trace whose root never came). The agent sets it
+        to its ``root_timeout_s``; a query later still is counted skipped, not tested."""
         by_signal: dict[str, list[DriftProfile]] = collections.defaultdict(list)
         for p in profiles:
             by_signal[p.signal].append(p)
@@ -242,7 +248,7 @@ class DriftFeed:
         with self._lock:
             work = {}
             for signal, window in self._windows.items():
-                released = window.release(now)
+                released = window.release(now - self.lateness_s)
                 late, window.late = window.late, 0
                 picks = self._pending_reference[signal]
                 work[signal] = (released, late, [picks.popleft() for _ in range(min(batch, len(picks)))])
