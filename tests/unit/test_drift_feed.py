@@ -247,6 +247,18 @@ def test_each_distinct_text_is_embedded_once_and_items_are_unchanged(tmp_path):
     store.close()
 
 
+def test_a_full_embedding_cache_is_cleared_without_losing_the_batchs_cached_texts(tmp_path, monkeypatch):
+    from rag_monitor.agent.drift import feed as feed_module
+
+    monkeypatch.setattr(feed_module, "EMBEDDING_CACHE_ENTRIES", 3)
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    feed = DriftFeed(store.reservoirs, [], embedder=lambda texts: np.array([[len(t), 1.0] for t in texts]))
+    feed._embed(["a", "bb"])
+    vectors = feed._embed(["a", "ccc", "dddd"])  # "a" cached, two new: the cache is full and cleared
+    assert [float(v[0]) for v in vectors] == [1.0, 3.0, 4.0]
+    store.close()
+
+
 def test_a_slot_waits_lateness_s_for_the_queries_that_reach_the_feed_after_it_is_over(tmp_path):
     """A query reaches the feed after it ended and was exported and assembled: seconds after its start,
     more on a busy machine. Its slot is written ``lateness_s`` after it is over, so such a query is

@@ -342,16 +342,15 @@ class DriftFeed:
         import numpy as np
 
         keys = [hashlib.blake2b(t.encode(), digest_size=16).digest() for t in texts]
-        missing = {k: t for k, t in zip(keys, texts) if k not in self._embedded}
+        vectors = {k: self._embedded[k] for k in keys if k in self._embedded}
+        missing = {k: t for k, t in zip(keys, texts) if k not in vectors}
         if missing:
             fresh = np.asarray(self.embedder(list(missing.values())), dtype=np.float32)
+            vectors.update(zip(missing, fresh))
             if len(self._embedded) + len(missing) > EMBEDDING_CACHE_ENTRIES:
                 self._embedded.clear()
             self._embedded.update(zip(missing, fresh))
-            known = dict(zip(missing, fresh))  # this batch's, even when the cache could not hold them
-        else:
-            known = {}
-        return [known[k] if k in known else self._embedded[k] for k in keys]
+        return [vectors[k] for k in keys]
 
     def reference_spec(self, signal: str) -> dict:
         """The signal's reference definition: set from the CLI, else its first profile's default."""
