@@ -137,7 +137,7 @@ class AgentSettings:
     phoenix_project: str = _setting("rag-monitor", "Phoenix project the forwarded spans land in.")
     forward_queue_spans: int = _setting(20_000, "Spans waiting to be forwarded; beyond it they are dropped (counted).")
     forward_interval_s: float = _setting(0.5, "How often queued spans are exported to Phoenix (gzip, retried with backoff within a 5 s timeout).")
-    forward_budget_spans_s: float = _setting(39.0, "Spans per second this replica forwards beyond the traces always forwarded (review and scoring samples, complaints, errors, shadow pairs, the slowest queries): a token bucket with 2 s of burst that the always-forwarded traces draw on first. Divide Phoenix's capacity by the replicas (docs/agent.md); 0: no budget, every trace forwarded.")
+    forward_budget_spans_s: float = _setting(48.0, "Spans per second this replica forwards beyond the traces always forwarded (review and scoring samples, complaints, errors, shadow pairs, the slowest queries): a token bucket with 2 s of burst that the always-forwarded traces draw on first. Divide Phoenix's capacity by the replicas (docs/agent.md); 0: no budget, every trace forwarded.")
     forward_slow_s: float = _setting(0.0, "Queries at least this slow (root span, seconds) are always forwarded; 0: those above the running p99 of the last 1,000 queries.")
     forward_hold_s: float = _setting(60.0, "Sampled-out traces are held this long (within `forward_hold_spans`) so a later thumbs-down or shadow pair forwards them whole; later ones forward the query rebuilt from the recent-records cache.")
     forward_hold_spans: int = _setting(20_000, "Spans of sampled-out traces held for `forward_hold_s` (the oldest go first).")

@@ -358,14 +358,17 @@ class AlertingStack:
 
 
 class PhoenixServer(_Process):
-    """Arize Phoenix (``phoenix serve``) on loopback, its SQLite under ``root``; about 10 s to start (minutes on a busy machine: its migrations run first)."""
+    """Arize Phoenix (``phoenix serve``) on loopback, its SQLite under ``root`` or the PostgreSQL
+    database at ``database_url`` (``postgresql://...``; needs ``asyncpg``); about 10 s to start
+    (minutes on a busy machine: its migrations run first)."""
 
     name = "phoenix"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, database_url: str | None = None) -> None:
         super().__init__(root)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.database_url = database_url
 
     @staticmethod
     def available() -> bool:
@@ -383,6 +386,8 @@ class PhoenixServer(_Process):
             "PHOENIX_GRPC_PORT": str(free_port()),
             "PHOENIX_TELEMETRY_ENABLED": "false",
         }
+        if self.database_url:
+            env["PHOENIX_SQL_DATABASE_URL"] = self.database_url
         self._spawn([sys.executable, "-m", "phoenix.server.main", "serve"], env)
         self._wait_http(f"{self.url}/healthz", timeout)
         return self
