@@ -25,7 +25,7 @@ def settings_table() -> str:
 
 
 def metrics_table() -> str:
-    from rag_monitor.dashboard import metric_definitions
+    from rag_monitor.panels import metric_definitions
 
     rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
     for m in metric_definitions():

@@ -10,7 +10,7 @@ import re
 import pytest
 from prometheus_client import CollectorRegistry
 
-from rag_monitor import dashboard
+from rag_monitor import dashboard, panels
 from rag_monitor.alerts.rules import load_rules
 from rag_monitor.alerts.thresholds import RULES_DIR
 
@@ -24,7 +24,7 @@ def committed() -> dict:
 def series_names() -> set[str]:
     """Every series the agent can expose (histograms with their _bucket/_sum/_count)."""
     suffixes = {"histogram": ("_bucket", "_sum", "_count")}
-    return {m.name + s for m in dashboard.metric_definitions() for s in suffixes.get(m.kind, ("",))}
+    return {m.name + s for m in panels.metric_definitions() for s in suffixes.get(m.kind, ("",))}
 
 
 def test_committed_dashboard_is_generated_from_the_current_definitions():
@@ -38,7 +38,7 @@ def test_every_defined_metric_has_a_panel_and_every_panel_names_defined_metrics(
     assert used - series_names() == set()
     assert recorded - {r.name for r in load_rules(ALERT_RULES) if r.kind == "record"} == set()
     shown = {re.sub(r"_(bucket|sum|count)$", "", n) for n in used}
-    assert {m.name for m in dashboard.metric_definitions()} - shown == set()
+    assert {m.name for m in panels.metric_definitions()} - shown == set()
 
 
 def test_a_new_metric_reaches_the_dashboard_in_its_section(monkeypatch):
@@ -53,8 +53,8 @@ def test_a_new_metric_reaches_the_dashboard_in_its_section(monkeypatch):
         self.jobs_failed = Counter("rag_agent_jobs_failed_total", "Periodic jobs that failed, by job.", ["job"], registry=self.registry)
 
     monkeypatch.setattr(metrics.AgentMetrics, "__init__", with_one_more)
-    monkeypatch.setattr(dashboard, "_sections", lambda: {"jobs_failed": "the agent's own health"})
-    rows = dict(dashboard.panel_plan())
+    monkeypatch.setattr(panels, "_sections", lambda: {"jobs_failed": "the agent's own health"})
+    rows = dict(panels.panel_plan())
     (panel,) = [p for p in rows["The agent's own health"] if "rag_agent_jobs_failed_total" in p.targets[0].expr]
     assert panel.targets[0].expr.startswith("sum by (job) (rate(rag_agent_jobs_failed_total[$__rate_interval]))")
 

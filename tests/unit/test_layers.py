@@ -40,7 +40,8 @@ LAYER = {
     "review": 2, "detectors": 2, "faithfulness": 2,
     "agent": 3,
     "demo": 4, "simulate": 4,  # the oracle's traffic simulator drives agents like the demo
-    "dashboard": 4,  # generated from every plane's metric definitions
+    "panels": 4,  # the panel plan, from every plane's metric definitions
+    "dashboard": 5,  # the Grafana model of the panel plan
     "reference": 5,  # the README/docs references, from the settings, the dashboard's metrics and the rules
     "cli": 6,
 }
