@@ -24,7 +24,7 @@ and the next one carries on; results are written only once every pair is scored.
 ``--out`` (default ``benchmarks/results/faithfulness_ragtruth.json``) and, unless ``--no-ship``, the shipped
 thresholds in ``rag_monitor/faithfulness/thresholds.json``. Run::
 
-    .venv/bin/python benchmarks/faithfulness_ragtruth.py [--data DIR] [--sources N] [--scorers lexical-v1,support-v1]
+    .venv/bin/python benchmarks/faithfulness_ragtruth.py [--data DIR] [--sources N] [--scorers lexical-v1,support-v1,support-v2,support-v3] [--cpu-sample N]
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import support_v2  # noqa: E402
+import support_v3  # noqa: E402
 from faithfulness import measured  # noqa: E402
 
 from rag_monitor.faithfulness.thresholds import THRESHOLDS_FILE  # noqa: E402
@@ -191,6 +192,39 @@ def fit_support_v2(features: dict[str, np.ndarray], labels: dict[str, np.ndarray
     return model, scores, {"cross_task_refit": cross, "model": model.as_dict()}
 
 
+def fit_support_v3(features: dict[str, np.ndarray], labels: dict[str, np.ndarray], groups: dict[str, np.ndarray]):
+    """support-v3's penalty (group 5-fold CV on the tuning split) and model (the whole tuning split),
+    its scores on every set, and the cross-task refit view (penalty kept)."""
+    even = {k: groups[k] % 2 == 0 for k in TASKS}
+    parts = {k: (features[k][even[k]], labels[k][even[k]], groups[k][even[k]]) for k in TASKS}
+    parts |= {k: (features[k], labels[k], groups[k]) for k in support_v2.TUNING_ONLY}
+    chosen = support_v3.choose_l2(parts, TASKS)
+    model = support_v3.fit([(x, y) for x, y, _ in parts.values()], chosen["l2"])
+    scores = {k: support_v3.scores(model, x) for k, x in features.items()}
+    cross = {}
+    for train, test in (TASKS, TASKS[::-1]):
+        m = support_v3.fit([(features[train], labels[train])], chosen["l2"])
+        c = choose({train: support_v3.scores(m, features[train])}, {train: labels[train]})
+        cross[f"refit_on_{train}_measured_on_{test}"] = {"threshold": c["threshold"],
+                                                         **report(support_v3.scores(m, features[test]), labels[test], c["threshold"])}
+    return model, scores, {"penalty": chosen, "cross_task_refit": cross, "model": model.as_dict()}
+
+
+def cpu_per_answer(scorer, sets: dict, n: int) -> dict:
+    """CPU seconds per answer of a fresh ``scorer`` (no score cache) on the first ``n`` answers of each
+    RAGTruth task, through the worker as the agent scores them."""
+    from rag_monitor.faithfulness.worker import FaithfulnessWorker, Pair
+
+    out = {}
+    for task in TASKS:
+        rows = sets[task]
+        pairs = [Pair(str(i), [rows["premises"][i]], rows["hypotheses"][i]) for i in range(min(n, len(rows["premises"])))]
+        cpu = time.process_time()
+        FaithfulnessWorker(scorer).score_pairs(pairs)
+        out[task] = round((time.process_time() - cpu) / len(pairs), 4)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("/work/shared/data"))
@@ -201,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=270.0, help="stop scoring after this long; rerun to continue")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results file (under benchmarks/results/)")
     parser.add_argument("--no-ship", action="store_true", help="write the results, leave thresholds.json alone")
+    parser.add_argument("--cpu-sample", type=int, default=0,
+                        help="also measure CPU s/answer of each scorer and of support-v1 on this many answers per task")
     args = parser.parse_args(argv)
 
     import torch
@@ -210,9 +246,11 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)  # a shared CPU: more threads contend, they do not help
     names = args.scorers.split(",")
-    sets = load_sets(args.data, args.sources, args.begin_rows, args.halueval_questions, tuning="support-v2" in names)
+    sets = load_sets(args.data, args.sources, args.begin_rows, args.halueval_questions,
+                     tuning=bool({"support-v2", "support-v3"} & set(names)))
     reported = {k: v for k, v in sets.items() if k not in support_v2.TUNING_ONLY}
-    makers = {"lexical-v1": LexicalScorer, "support-v1": SupportScorer.load, "support-v2": support_v2.blank_scorer}
+    makers = {"lexical-v1": LexicalScorer, "support-v1": SupportScorer.load, "support-v2": support_v2.blank_scorer,
+              "support-v3": support_v3.blank_scorer}
     deadline = time.monotonic() + args.budget_s
     given = list(argv if argv is not None else sys.argv[1:])
     budget = {i for i, a in enumerate(given) if a.startswith("--budget")}
@@ -231,13 +269,14 @@ def main(argv: list[str] | None = None) -> int:
         labels = {k: np.array(rows["supported"], dtype=bool) for k, rows in sets.items()}
         groups = {k: np.array(rows["groups"]) for k, rows in sets.items()}
         extra: dict = {}
-        if name == "support-v2":
+        if name in ("support-v2", "support-v3"):
             cpu: list[float] = []
-            features = {k: support_v2.features_of(scorer, rows, deadline, CACHE, _key, CHUNK, cpu) for k, rows in sets.items()}
+            module, fitter = (support_v2, fit_support_v2) if name == "support-v2" else (support_v3, fit_support_v3)
+            features = {k: module.features_of(scorer, rows, deadline, CACHE, _key, CHUNK, cpu) for k, rows in sets.items()}
             if any(f is None for f in features.values()):
                 complete = False
                 continue
-            model, scores, extra = fit_support_v2(features, labels, groups)
+            model, scores, extra = fitter(features, labels, groups)
             if cpu:
                 extra["cpu_seconds_per_answer_this_run"] = round(float(np.mean(cpu)), 3)
         else:
@@ -264,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     if not complete:
         print("some pairs are not scored yet: nothing written")
         return 1
+    if args.cpu_sample:
+        results["cpu_seconds_per_answer"] = {"answers_per_task": args.cpu_sample, "one_torch_thread": True}
+        for name in dict.fromkeys([*names, "support-v1"]):
+            results["cpu_seconds_per_answer"][name] = cpu_per_answer(makers[name](), sets, args.cpu_sample)
+        print("cpu s/answer", results["cpu_seconds_per_answer"], flush=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     if not args.no_ship:

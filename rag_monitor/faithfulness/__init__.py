@@ -7,6 +7,9 @@ Scorers share one interface (``Scorer``) and are never drift detectors:
   configured instead: an answer-level score and the hallucinated spans (``lettuce.py``);
 - ``support-v1``: the offline default, sentence-level support with the shipped MiniLM model
   and hard lexical checks, with a verdict per answer sentence (``support.py``);
+- ``support-v3``: word-level evidence of invented content (novel words, names, numbers, word
+  pairs; a record's false attributes asserted) combined by a fitted logistic model, no
+  embedding model (``support_v3.py``);
 - ``lexical-v1``: the bare lexical check (no model at all);
 - ``llm-judge-v1``: an LLM judge on any OpenAI-compatible endpoint, beside the others (``judge.py``).
 
@@ -62,7 +65,7 @@ FALLBACK_WARNING = (
     "scorer 'support-v1' (answer sentences against context sentences with MiniLM, plus number, name and "
     "negation checks); run `rag-monitor models pull hhem DIR` on an online machine and set hhem_model_path=DIR"
 )
-OFFLINE_SCORERS = ("support", "support-v2", "lexical")
+OFFLINE_SCORERS = ("support", "support-v2", "support-v3", "lexical")
 
 
 @runtime_checkable
@@ -95,7 +98,7 @@ def load_scorer(model_path: str | os.PathLike[str] | None, *, threshold: float |
     offline scorer (with a logged warning). Both paths given is an error.
 
     ``threshold`` None takes the scorer version's shipped, calibrated threshold. ``offline``
-    names the scorer used without HHEM: ``support`` (support-v1, default), ``support-v2`` or ``lexical``. ``device`` is
+    names the scorer used without HHEM: ``support`` (support-v1, default), ``support-v2``, ``support-v3`` or ``lexical``. ``device`` is
     HHEM's (``auto``, ``cpu``, ``cuda``).
 
     ``model_path`` is a directory in ``models pull``'s layout, or a hub id
@@ -111,6 +114,11 @@ def load_scorer(model_path: str | os.PathLike[str] | None, *, threshold: float |
         logger.info("faithfulness scorer %s (version %s) loaded from %s", lettuce.name, lettuce.version, lettucedetect_path)
         return lettuce
     if model_path is None or str(model_path).strip() == "":
+        if offline == "support-v3":
+            from rag_monitor.faithfulness.support_v3 import SupportV3Scorer
+
+            logger.warning("no HHEM-2.1-Open weights configured: faithfulness uses the offline scorer 'support-v3'")
+            return SupportV3Scorer(threshold=threshold)
         if offline.startswith("support") and not embeddings_installed():
             # An image without the embeddings extra must still start and score (the slim image).
             logger.warning("the embeddings extra is not installed (pip install 'rag-monitor[embeddings]'), so "

@@ -28,7 +28,7 @@ Usage::
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from rag_monitor.faithfulness.thresholds import shipped_threshold
@@ -97,15 +97,12 @@ class ClaimTerms:
         return len(self.numbers) + len(self.names) + len(self.words)
 
 
-def claim_terms(answer: str) -> ClaimTerms:
-    """Split an answer into numbers, names (as stems) and content-word stems."""
-    numbers: list[str] = []
-    names: list[str] = []
-    words: list[str] = []
+def _terms(answer: str) -> Iterator[tuple[str, str]]:
+    """(kind, term) in text order: kind is "number", "name" or "word"."""
     for match in _TOKEN.finditer(answer):
         token = match.group(0)
         if token[0].isdigit():
-            numbers.append(_normalise_number(token))
+            yield "number", _normalise_number(token)
             continue
         lower = token.lower().replace("’", "'")
         bare = lower.replace("'", "")
@@ -113,8 +110,20 @@ def claim_terms(answer: str) -> ClaimTerms:
             continue
         before = answer[: match.start()]
         starts_sentence = not before.strip() or bool(_SENTENCE_END.search(before))
-        (names if token[0].isupper() and not starts_sentence else words).append(stem(bare))
-    return ClaimTerms(tuple(numbers), tuple(names), tuple(words))
+        yield ("name" if token[0].isupper() and not starts_sentence else "word"), stem(bare)
+
+
+def claim_terms(answer: str) -> ClaimTerms:
+    """Split an answer into numbers, names (as stems) and content-word stems."""
+    kinds: dict[str, list[str]] = {"number": [], "name": [], "word": []}
+    for kind, term in _terms(answer):
+        kinds[kind].append(term)
+    return ClaimTerms(tuple(kinds["number"]), tuple(kinds["name"]), tuple(kinds["word"]))
+
+
+def content_stems(text: str) -> list[str]:
+    """The name and content-word stems of ``text`` in order (for word pairs)."""
+    return [term for kind, term in _terms(text) if kind != "number"]
 
 
 def context_vocabulary(contexts: str | Sequence[str]) -> tuple[frozenset[str], frozenset[str]]:

@@ -56,32 +56,34 @@ def answer_features(checks: Sequence[ClaimCheck], lexical: float) -> np.ndarray:
 
 
 class LogisticModel:
-    """P(supported) = sigmoid(intercept + weights . (x - mean) / scale)."""
+    """P(supported) = sigmoid(intercept + weights . (x - mean) / scale) over the named ``features``."""
 
-    def __init__(self, mean: Sequence[float], scale: Sequence[float], weights: Sequence[float], intercept: float) -> None:
+    def __init__(self, mean: Sequence[float], scale: Sequence[float], weights: Sequence[float], intercept: float,
+                 features: Sequence[str] = FEATURES) -> None:
         self.mean, self.scale = np.asarray(mean, dtype=float), np.asarray(scale, dtype=float)
         self.weights, self.intercept = np.asarray(weights, dtype=float), float(intercept)
-        if not len(self.mean) == len(self.scale) == len(self.weights) == len(FEATURES):
-            raise ValueError(f"support-v2 model needs {len(FEATURES)} features, got {len(self.weights)}")
+        self.features = tuple(features)
+        if not len(self.mean) == len(self.scale) == len(self.weights) == len(self.features):
+            raise ValueError(f"the model needs {len(self.features)} features, got {len(self.weights)}")
 
     def probability(self, x: np.ndarray) -> np.ndarray:
         z = self.intercept + ((np.atleast_2d(x) - self.mean) / self.scale) @ self.weights
         return 1.0 / (1.0 + np.exp(-z))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"features": list(FEATURES), "mean": [round(v, 6) for v in self.mean],
+        return {"features": list(self.features), "mean": [round(v, 6) for v in self.mean],
                 "scale": [round(v, 6) for v in self.scale], "weights": [round(v, 6) for v in self.weights],
                 "intercept": round(self.intercept, 6)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LogisticModel:
-        if list(d.get("features", [])) != list(FEATURES):
-            raise ValueError(f"support-v2 model features {d.get('features')} do not match this version's {FEATURES}")
-        return cls(d["mean"], d["scale"], d["weights"], d["intercept"])
+    def from_dict(cls, d: dict[str, Any], features: Sequence[str] = FEATURES) -> LogisticModel:
+        if list(d.get("features", [])) != list(features):
+            raise ValueError(f"model features {d.get('features')} do not match this version's {tuple(features)}")
+        return cls(d["mean"], d["scale"], d["weights"], d["intercept"], features)
 
     @classmethod
     def fit(cls, x: np.ndarray, supported: np.ndarray, sample_weight: np.ndarray | None = None,
-            l2: float = 1.0, iterations: int = 50) -> LogisticModel:
+            l2: float = 1.0, iterations: int = 50, features: Sequence[str] = FEATURES) -> LogisticModel:
         """Penalised maximum likelihood by Newton's method (a few features: no solver library needed)."""
         mean, scale = x.mean(axis=0), x.std(axis=0)
         scale[scale == 0] = 1.0
@@ -98,7 +100,7 @@ class LogisticModel:
             beta += step
             if np.abs(step).max() < 1e-8:
                 break
-        return cls(mean, scale, beta[1:], beta[0])
+        return cls(mean, scale, beta[1:], beta[0], features)
 
 
 class SupportV2Scorer(SupportScorer):
