@@ -7,17 +7,29 @@ do) for ``--duration`` seconds, at production settings: the shipped redaction ru
 sampling (1% base rate, complaints, score_rate 10% within its budget), the shipped drift profiles
 with the real MiniLM embedder (``--no-drift`` to leave them out), the offline scorer in its worker
 (lexical-v1 without HHEM weights), the recent-records cache in time partitions with a short ttl
-(``--ttl``) so that slots are created and dropped within the run. The store is fresh, so the drift
-references fill during the run: every query is embedded (its question; its documents' vectors are
-mostly known), as in a deployment's first 40,000 queries, and far fewer afterwards (Algorithm R).
+(``--ttl``) so that slots are created and dropped within the run.
+
+Two states of the drift references, measured apart:
+
+- steady state (the phases of one and two agents, and the capacity table): every reference is
+  full and its capture period (``reference_days``) is over, as in a deployment past its first
+  week: pre-filled in the store before the agents start, not measured. Only the current windows'
+  samples are embedded: at most ``current_size`` per interval, whatever the traffic.
+- the fill (``--fill-duration`` s of one agent on a fresh store): every query is embedded until a
+  reference holds its 40,000 items, then Algorithm R embeds query n with chance k/n until the
+  period ends. A one-time cost, reported as CPU seconds at 1,000 and 10,000 queries/s
+  (``reference_fill``), not as a rate a team pays for months.
 
 Per query it records: agent CPU (the agents' processes), PostgreSQL CPU (the server's processes,
-exited backends included, the benchmark's own sampling backend left out), rows inserted (``pg_stat_user_tables``), table and index bytes grown
+exited backends included, the benchmark's own sampling backend left out) and its statements
+(``pg_stat_statements``, loaded at the server's start: calls and execution time per statement
+family), rows inserted (``pg_stat_user_tables``), table and index bytes grown
 before the first slot expires, WAL bytes (``pg_current_wal_lsn``); and the hot tables' size
 sampled through the run (flat once slots are dropped). Then a capacity model: cores for agents
 and for PostgreSQL and disk per day at 1,000 and 10,000 queries/s.
 
-    .venv/bin/python benchmarks/scale.py [--duration 300] [--ttl 60] [--threads 8]
+    .venv/bin/python benchmarks/scale.py [--duration 300] [--ttl 60] [--threads 8] [--fill-duration 60]
+    .venv/bin/python benchmarks/scale.py --quick --duration 60 --output /tmp/s.json   # one steady agent: before/after
     .venv/bin/python benchmarks/scale.py --recapacity    # the capacity model again, from the results file
 """
 
