@@ -77,11 +77,13 @@ class PostgresServer:
     def _run(self, *args: str) -> None:
         subprocess.run([*self._as_user, *args], check=True, capture_output=True)
 
-    def start(self) -> None:
+    def start(self, *settings: str) -> None:
+        """``settings``: more server settings, ``name=value`` (``shared_preload_libraries=...``)."""
         self._run(f"{self.bindir}/initdb", "-D", str(self.datadir), "-A", "trust", "-U", "postgres", "--no-sync")
+        extra = "".join(f" -c {setting}" for setting in settings)
         self._run(
             f"{self.bindir}/pg_ctl", "-D", str(self.datadir), "-l", str(self.root / "pg.log"), "-w", "start",
-            "-o", f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c max_connections=100",
+            "-o", f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c max_connections=100{extra}",
         )
 
     def stop(self) -> None:

@@ -49,20 +49,31 @@ class IngestWriter:
 
     # --- pending spans ------------------------------------------------------------------------
 
-    def with_stored_spans(self, spans: Sequence[Span]) -> list[Span]:
-        """``spans`` plus the stored pending spans of the traces whose root is among them.
+    def stored_spans(self, spans: Sequence[Span]) -> dict[str, list[Span]]:
+        """The stored pending spans of the traces whose root is among ``spans``, per trace (one read).
 
         Any replica may have acknowledged (and stored) a trace's earlier spans, or this agent
         before a crash: the trace is assembled whole here. The assembler drops span ids it holds.
         """
         roots = {span.trace_id for span in spans if is_root(span)}
         stored = self.store.ingest.pending_spans(roots) if roots else {}
+        return {trace_id: [span for blob in blobs
+                           for span in decode_export_request(blob, CONTENT_TYPE_PROTOBUF, limits=self.limits).spans]
+                for trace_id, blobs in stored.items()}
+
+    def with_stored_spans(self, spans: Sequence[Span], stored: dict[str, list[Span]] | None = None) -> list[Span]:
+        """``spans`` plus the stored pending spans of the traces whose root is among them.
+
+        ``stored``: ``stored_spans`` read once for a group of requests; the spans of a trace go to
+        the first request with its root (taken out of ``stored``), as if the requests came one by one.
+        """
+        stored = self.stored_spans(spans) if stored is None else stored
         if not stored:
             return list(spans)
+        roots = {span.trace_id for span in spans if is_root(span)}
         earlier: list[Span] = []
-        for blobs in stored.values():
-            for blob in blobs:
-                earlier.extend(decode_export_request(blob, CONTENT_TYPE_PROTOBUF, limits=self.limits).spans)
+        for trace_id in [t for t in stored if t in roots]:
+            earlier.extend(stored.pop(trace_id))
         return earlier + list(spans)
 
     def _pending_rows(self, output, request_spans: Sequence[Span]) -> list[tuple[str, bytes]]:

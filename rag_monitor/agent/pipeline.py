@@ -5,7 +5,8 @@
     the request's spans to the forwarder), each behind its own bounded queue (``agent/sinks.py``)
 
 Order matters for "nothing acknowledged is lost": the store is written on the request path,
-before anything is fanned out, in one transaction per request (``agent/persist.py``), spans of
+before anything is fanned out, in one transaction per group of concurrent requests (group commit:
+``IngestPipeline.ingest``; ``agent/persist.py``), spans of
 traces still waiting for their root included; when it fails the traces completed by this request
 are handed back to the assembler's pending state, so the exporter's retry (after our 503)
 assembles them again instead of being counted as late spans. That write also decides "counted
@@ -19,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rag_monitor.agent.component import Component
 from rag_monitor.agent.freshness import FreshnessTracker
@@ -28,7 +29,7 @@ from rag_monitor.agent.persist import IngestWriter
 from rag_monitor.agent.sinks import FanOut, IngestBatch, RequestSpans
 from rag_monitor.alerts.metrics import AgentMetrics
 from rag_monitor.collectors.assembly import AssemblyOutput, LateFeedback, TraceAssembler
-from rag_monitor.collectors.otlp import DecodeResult, decode_export_request
+from rag_monitor.collectors.otlp import DecodeResult, Span, decode_export_request
 from rag_monitor.collectors.redaction import Redactor
 from rag_monitor.record import Feedback
 from rag_monitor.review.sampler import Sampler
@@ -46,6 +47,29 @@ class IngestResult:
     rejected_spans: int = 0
     error_message: str = ""
     records: int = 0
+
+
+MAX_GROUP_REQUESTS = 64
+"""At most this many requests in one transaction (its size, and the time its lock is held, stay bounded)."""
+
+
+@dataclass(eq=False)
+class _Request:
+    """One request in line for a group commit; the leader that writes it sets its answer."""
+
+    decoded: DecodeResult
+    query_spans: list[Span] = field(default_factory=list)
+    output: AssemblyOutput | None = None
+    result: IngestResult | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+    @property
+    def spans(self) -> list[Span]:
+        return self.decoded.spans
+
+    def finish(self, result: IngestResult | None = None, error: BaseException | None = None) -> None:
+        self.result, self.error, self.done = result, error, True
 
 
 class IngestPipeline(Component):
@@ -81,44 +105,96 @@ class IngestPipeline(Component):
         """Where stored records and forwarded spans go (``agent/sinks.py``)."""
         self.clock = clock
         self.writer = IngestWriter(store, sampler, observer.releases, limits)
-        # The assembler is stateful: one request at a time (the regeneration check runs on its job).
+        # The assembler is stateful: one group of requests at a time (the regeneration check runs on its job).
         self._lock = threading.Lock()
+        self._waiting: list[_Request] = []
+        """Requests decoded and redacted, waiting for the next group commit."""
+        self._waiting_lock = threading.Lock()
 
     # --- the request path -----------------------------------------------------------------
 
     def ingest(self, body: bytes, content_type: str, content_encoding: str | None = None) -> IngestResult:
-        """Decode and process one OTLP export request; raises ``OTLPDecodeError`` or ``StoreUnavailable``."""
+        """Decode and process one OTLP export request; raises ``OTLPDecodeError`` or ``StoreUnavailable``.
+
+        Group commit: the request waits in line; whoever holds the lock next writes every request
+        waiting then in one store transaction (``_commit_group``), each still answered on its own.
+        """
         m = self.metrics
         decoded = decode_export_request(body, content_type, content_encoding, limits=self.limits)
         self._count_decode(decoded)
-        spans = decoded.spans
-        redactions = self.redactor.redact_spans(spans)  # before anything is stored or forwarded
+        redactions = self.redactor.redact_spans(decoded.spans)  # before anything is stored or forwarded
         for kind, n in redactions.items():
             m.pii_redactions.labels(kind).inc(n)
-
+        request = _Request(decoded)
+        with self._waiting_lock:
+            self._waiting.append(request)
         with self._lock:
+            while not request.done:  # a leader before us may have written it already
+                with self._waiting_lock:
+                    group, self._waiting = self._waiting[:MAX_GROUP_REQUESTS], self._waiting[MAX_GROUP_REQUESTS:]
+                self._commit_group(group)
+        if request.error is not None:
+            raise request.error
+        return request.result
+
+    def _commit_group(self, group: list[_Request]) -> None:
+        """Assemble ``group``'s requests in arrival order, write them in one transaction, answer each.
+
+        Counted as the requests one by one would be: a store failure fails every request of the
+        group (each its 503, its traces reopened for the exporter's retry) with no metric moved.
+        """
+        m = self.metrics
+        try:
+            live: list[_Request] = []
+            for request in group:
+                try:
+                    # Index events are not queries: into the store first, the rest to assembly.
+                    request.query_spans = (self.freshness.take_events(request.spans)
+                                           if self.freshness is not None else request.spans)
+                    live.append(request)
+                except StoreUnavailable as exc:
+                    m.store_errors.labels("ingest").inc()
+                    request.finish(error=exc)
+            if not live:
+                return
             try:
-                # Index events are not queries: into the store first, the rest to assembly.
-                query_spans = self.freshness.take_events(spans) if self.freshness is not None else spans
-                merged = self.writer.with_stored_spans(query_spans)
-            except StoreUnavailable:
-                m.store_errors.labels("ingest").inc()
-                raise
-            output = self.assembler.add(merged)
+                stored = self.writer.stored_spans([span for r in live for span in r.query_spans])
+            except StoreUnavailable as exc:
+                for request in live:
+                    m.store_errors.labels("ingest").inc()
+                    request.finish(error=exc)
+                return
+            combined, group_spans = AssemblyOutput(), []
+            for request in live:
+                request.output = self.assembler.add(self.writer.with_stored_spans(request.query_spans, stored))
+                combined.merge(request.output)
+                group_spans.extend(request.query_spans)
             try:
-                written = self._process(output, query_spans)
-            except StoreUnavailable:
-                self.assembler.reopen(output, resent=query_spans)
-                m.store_errors.labels("ingest").inc()
-                raise
-        m.spans_received.inc(len(spans))
-        m.traces_pending.set(self.assembler.pending_traces)
-        self.sinks.spans(RequestSpans(spans, output, written))
+                written = self._process(combined, group_spans)
+            except StoreUnavailable as exc:
+                for request in live:
+                    self.assembler.reopen(request.output, resent=request.query_spans)
+                    m.store_errors.labels("ingest").inc()
+                    request.finish(error=exc)
+                return
+            for request in live:
+                m.spans_received.inc(len(request.spans))
+            m.traces_pending.set(self.assembler.pending_traces)
+            self.sinks.spans(RequestSpans([span for r in live for span in r.spans], combined, written))
+            for request in live:
+                request.finish(result=self._result(request))
+        except Exception as exc:  # noqa: BLE001 - an unexpected error: each request of the group raises it
+            for request in group:
+                if not request.done:
+                    request.finish(error=exc)
+
+    def _result(self, request: _Request) -> IngestResult:
+        decoded, output = request.decoded, request.output
         too_large = output.dropped_spans.get("trace_too_large", 0)
         if too_large:  # the exporter learns what was not kept (OTLP partial success)
             decoded.reject(f"trace over max_spans_per_trace ({self.assembler.max_spans_per_trace} spans)", too_large)
         return IngestResult(
-            accepted_spans=len(spans) - too_large,
+            accepted_spans=len(request.spans) - too_large,
             rejected_spans=decoded.rejected_spans,
             error_message=decoded.error_message or "",
             records=len(output.records),

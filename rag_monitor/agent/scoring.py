@@ -148,7 +148,6 @@ class ScoringLoop:
         if token is None:
             return 0  # another replica holds the scoring lease
         items = self.store.scores.unscored_items(self.scorer.name, limit=self.batch)
-        self.metrics.scorer_backlog.set(self.store.scores.backlog(self.scorer.name))
         done = 0
         annotations: list[tuple[dict, list]] = []
         for start in range(0, len(items), self.chunk):
@@ -161,8 +160,8 @@ class ScoringLoop:
             if counted is None:
                 break
             done += counted
-        if items:
-            self.metrics.scorer_backlog.set(self.store.scores.backlog(self.scorer.name))
+        # Once a tick, after its scores: the count reads the whole backlog (O(backlog) each time).
+        self.metrics.scorer_backlog.set(self.store.scores.backlog(self.scorer.name))
         if self.annotate is not None and annotations:
             # After every chunk's metrics: a slow Phoenix must not hold them up, and a hanging one
             # costs one timeout per tick, not one per chunk.

@@ -91,6 +91,7 @@ class AssemblyOutput:
         self.rejected_embeddings += other.rejected_embeddings
         self.assembled_without_root += other.assembled_without_root
         self.partial_traces += other.partial_traces
+        self.spans_by_trace.update(other.spans_by_trace)
 
 
 @dataclass(slots=True)

@@ -49,6 +49,8 @@ class Reservoirs:
         self.current_capacity = current_capacity
         self.current_max_age_s = current_max_age_s
         self._rng = rng or random.Random()
+        self._sizes: dict[tuple, int] = {}
+        """``info``'s count of a window, by (signal, window, version, seen, created_at)."""
 
     def add(
         self,
@@ -193,10 +195,17 @@ class Reservoirs:
             ).first()
             if meta is None:
                 return None
-            size = conn.execute(
-                sa.select(sa.func.count()).where(t.c.signal == signal, t.c.window_name == window,
-                                                 t.c.version == meta.version)
-            ).scalar_one()
+            # A window's items change only through ``add`` (its count grows) or a reset (a new
+            # version): the same version and count hold the same items, so its size is counted once
+            # per change, not on every tick of every replica (an index-only scan of up to 40,000 entries).
+            key = (signal, window, meta.version, meta.seen, meta.created_at)
+            size = self._sizes.get(key)
+            if size is None:
+                size = conn.execute(
+                    sa.select(sa.func.count()).where(t.c.signal == signal, t.c.window_name == window,
+                                                     t.c.version == meta.version)
+                ).scalar_one()
+                self._sizes = {k: v for k, v in self._sizes.items() if k[:2] != (signal, window)} | {key: size}
         return ReservoirInfo(signal, window, meta.version, meta.model, meta.source, meta.kind, meta.dim,
                              meta.seen, size, meta.created_at)
 

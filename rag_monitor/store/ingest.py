@@ -119,14 +119,8 @@ class IngestState:
                 conn, (f.trace_id for f in out.feedback_added if f.kind == FEEDBACK_REGENERATE and f.trace_id in batch.known_queries), now)
             for service, release in sorted(set(batch.releases)):
                 out.first_seen[(service, release)] = self._releases.note_in(conn, service, release, now)
-            for item in batch.items:
-                if item.record.trace_id in out.skipped:
-                    continue
-                result = self._queue.enqueue_in(
-                    conn, item.record, stratum=item.stratum, inclusion_prob=item.inclusion_prob,
-                    counted_weight=item.counted_weight, pair_trace_id=item.pair_trace_id,
-                    pair_record=item.pair_record, score_prob=item.score_prob, queue=item.queue, now=now,
-                )
+            items = [item for item in batch.items if item.record.trace_id not in out.skipped]
+            for item, result in zip(items, self._queue.enqueue_many_in(conn, items, now=now)):
                 (out.queued if result == QUEUED else out.upgraded if result == UPGRADED else []).append(item)
             self._queue.attach_pairs_in(conn, batch.pair_halves)
         return out

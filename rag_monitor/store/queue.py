@@ -86,43 +86,73 @@ class ReviewQueue:
         score_prob: float | None = None,
     ) -> str | None:
         """``enqueue`` inside the caller's transaction: ``"queued"``, ``"upgraded"`` or None."""
+        row = self._row(record, stratum=stratum, inclusion_prob=inclusion_prob, tenant=tenant,
+                        pair_trace_id=pair_trace_id, pair_record=pair_record, counted_weight=counted_weight,
+                        queue=queue, now=now, score_prob=score_prob)
+        inserted = conn.execute(self._insert_new.returning(review_items.c.id), row).first()
+        return QUEUED if inserted is not None else self._upgrade_in(conn, row)
+
+    def enqueue_many_in(self, conn: Connection, writes: Sequence[Any], now: float | None = None) -> list[str | None]:
+        """``enqueue_in`` of each of ``writes`` (``store.ingest.QueueWrite``), one insert for all:
+        what each became, in order. A trace already queued is upgraded as ``enqueue_in`` would."""
+        rows = [self._row(w.record, stratum=w.stratum, inclusion_prob=w.inclusion_prob, pair_trace_id=w.pair_trace_id,
+                          pair_record=w.pair_record, counted_weight=w.counted_weight, queue=w.queue, now=now,
+                          score_prob=w.score_prob) for w in writes]
+        if not rows:
+            return []
+        new = {tuple(r) for r in conn.execute(self._insert_new.returning(review_items.c.queue, review_items.c.trace_id),
+                                              rows)}
+        out: list[str | None] = []
+        for row in rows:
+            key = (row["queue"], row["trace_id"])
+            if key in new:
+                new.discard(key)  # the first of a trace's rows is the one inserted; a later one upgrades it
+                out.append(QUEUED)
+            else:
+                out.append(self._upgrade_in(conn, row))
+        return out
+
+    def _row(self, record: QueryRecord | dict[str, Any], *, stratum: str, inclusion_prob: float, tenant: str | None = None,
+             pair_trace_id: str | None = None, pair_record: QueryRecord | dict[str, Any] | None = None,
+             counted_weight: float | None = None, queue: str = DEFAULT_QUEUE, now: float | None = None,
+             score_prob: float | None = None) -> dict[str, Any]:
         trace_id, record_text = record_json(record)
         if not stratum:
             raise ValueError("stratum must be a non-empty string")
         if not 0 < inclusion_prob <= 1:
             raise ValueError(f"inclusion_prob must be in (0, 1], got {inclusion_prob!r}")
         weight = 1.0 / inclusion_prob
-        t = review_items
-        inserted = conn.execute(
-            self._db.insert(t)
-            .values(
-                queue=queue,
-                trace_id=trace_id,
-                stratum=stratum,
-                inclusion_prob=float(inclusion_prob),
-                weight=weight,
-                counted_weight=weight if counted_weight is None else float(counted_weight),
-                tenant=_tenant_of(record) if tenant is None else tenant,
-                record=record_text,
-                pair_trace_id=pair_trace_id,
-                pair_record=record_json(pair_record)[1] if pair_record is not None else None,
-                state="queued",
-                created_at=now_s() if now is None else now,
-                score_prob=None if score_prob is None else max(float(score_prob), float(inclusion_prob)),
-            )
-            .on_conflict_do_nothing(index_elements=["queue", "trace_id"])
-            # RETURNING, not rowcount: drivers need not report rowcount for INSERT.
-            .returning(t.c.id)
-        ).first()
-        if inserted is not None:
-            return QUEUED
+        return dict(
+            queue=queue,
+            trace_id=trace_id,
+            stratum=stratum,
+            inclusion_prob=float(inclusion_prob),
+            weight=weight,
+            counted_weight=weight if counted_weight is None else float(counted_weight),
+            tenant=_tenant_of(record) if tenant is None else tenant,
+            record=record_text,
+            pair_trace_id=pair_trace_id,
+            pair_record=record_json(pair_record)[1] if pair_record is not None else None,
+            state="queued",
+            created_at=now_s() if now is None else now,
+            score_prob=None if score_prob is None else max(float(score_prob), float(inclusion_prob)),
+        )
+
+    @property
+    def _insert_new(self):
+        # Callers add RETURNING (not rowcount: drivers need not report rowcount for INSERT).
+        return self._db.insert(review_items).on_conflict_do_nothing(index_elements=["queue", "trace_id"])
+
+    def _upgrade_in(self, conn: Connection, row: dict[str, Any]) -> str | None:
+        """Raise a queued item's inclusion probability (a later complaint): ``"upgraded"`` or None."""
+        t, p = review_items, row["inclusion_prob"]
         upgraded = conn.execute(
             sa.update(t)
-            .where(t.c.queue == queue, t.c.trace_id == trace_id, t.c.inclusion_prob < float(inclusion_prob))
-            .values(stratum=stratum, inclusion_prob=float(inclusion_prob), weight=weight, record=record_text,
-                    score_prob=sa.func.max(sa.func.coalesce(t.c.score_prob, 0.0), float(inclusion_prob))
+            .where(t.c.queue == row["queue"], t.c.trace_id == row["trace_id"], t.c.inclusion_prob < p)
+            .values(stratum=row["stratum"], inclusion_prob=p, weight=row["weight"], record=row["record"],
+                    score_prob=sa.func.max(sa.func.coalesce(t.c.score_prob, 0.0), p)
                     if self._db.dialect == "sqlite" else
-                    sa.func.greatest(sa.func.coalesce(t.c.score_prob, 0.0), float(inclusion_prob)))
+                    sa.func.greatest(sa.func.coalesce(t.c.score_prob, 0.0), p))
         ).rowcount
         return UPGRADED if upgraded else None
 

@@ -20,6 +20,16 @@ from .partitions import SlotPartitions
 from .schema import feedback, recent_documents, recent_records, review_items, score_sums, scorer_progress, scores
 
 
+_PUT_RECORDS = sa.text(
+    "INSERT INTO recent_records (trace_id, slot, record, added_at) "
+    "SELECT * FROM unnest(CAST(:trace_ids AS varchar[]), CAST(:slots AS bigint[]), CAST(:records AS bytea[]), "
+    "CAST(:added_at AS double precision[])) ON CONFLICT (trace_id, slot) DO NOTHING RETURNING trace_id")
+_PUT_DOCUMENTS = sa.text(
+    "INSERT INTO recent_documents (content_hash, slot, content) "
+    "SELECT * FROM unnest(CAST(:hashes AS varchar[]), CAST(:slots AS bigint[]), CAST(:contents AS text[])) "
+    "ON CONFLICT (content_hash, slot) DO NOTHING")
+
+
 class RecentRecords:
     """``store.recent``: the short-lived cache of every query's redacted record, keyed by trace id; and the
     insert-once key that decides which replica counts a query.
@@ -70,10 +80,27 @@ class RecentRecords:
             documents.update({(key, slot): text for key, text in contents.items()})
         if not rows:
             return set()
-        if documents:  # each content once per slot, whichever record brought it first
+        documents = sorted(documents.items())  # each content once per slot, whichever record brought it first
+        if not self._db.is_sqlite:
+            return self._put_arrays_in(conn, rows, documents)
+        if documents:
             conn.execute(self._put_document, [{"content_hash": key, "slot": slot, "content": text}
-                                              for (key, slot), text in sorted(documents.items())])
+                                              for (key, slot), text in documents])
         return {row[0] for row in conn.execute(self._insert, rows)}
+
+    @staticmethod
+    def _put_arrays_in(conn: Connection, rows: list[dict[str, Any]], documents: list) -> set[str]:
+        """PostgreSQL: each table's rows as one statement over column arrays (``unnest``). Its text
+        is the same for any number of rows, so each connection parses and plans it once (psycopg
+        prepares it), where a multi-row ``VALUES`` list is a new statement for every row count."""
+        if documents:
+            conn.execute(_PUT_DOCUMENTS, {"hashes": [key for (key, _), _ in documents],
+                                          "slots": [slot for (_, slot), _ in documents],
+                                          "contents": [text for _, text in documents]})
+        return set(conn.execute(_PUT_RECORDS, {
+            "trace_ids": [r["trace_id"] for r in rows], "slots": [r["slot"] for r in rows],
+            "records": [r["record"] for r in rows], "added_at": [r["added_at"] for r in rows],
+        }).scalars())
 
     def get(self, trace_id: str, *, live: bool = False, now: float | None = None) -> QueryRecord | None:
         """The cached record; with ``live``, None for one older than the ttl even if not pruned yet

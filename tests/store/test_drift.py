@@ -4,6 +4,7 @@ import threading
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 
 from rag_monitor.store import ReservoirItem, ReservoirMismatch, Store
 
@@ -23,6 +24,27 @@ def test_reference_reservoir_stays_bounded_and_counts_every_offer(store):
     # Each row is one offered vector, kept intact, with its own trace id.
     assert all(int(trace_id, 16) == row[0] for row, trace_id in zip(array, trace_ids))
     assert len(set(trace_ids)) == 50
+
+
+def test_a_windows_size_is_counted_once_per_change_and_follows_other_replicas(store_url, store):
+    counts: list[str] = []
+    sa.event.listen(store._db.engine, "before_cursor_execute",
+                    lambda conn, cursor, statement, *rest: counts.append(statement) if "count(" in statement else None)
+    other = Store(store_url)  # another replica on the same database
+    try:
+        store.reservoirs.add("query_embedding", "reference", vectors(30), capacity=50)
+        for _ in range(3):  # unchanged: one count, not one per tick
+            assert store.reservoirs.info("query_embedding", "reference").size == 30
+        assert len(counts) == 1
+        other.reservoirs.add("query_embedding", "reference", vectors(10, start=30), capacity=50)
+        assert store.reservoirs.info("query_embedding", "reference").size == 40
+        other.reservoirs.add("query_embedding", "current", vectors(5), capacity=3)
+        assert store.reservoirs.info("query_embedding", "current").size == 3
+        other.reservoirs.reset_reference("query_embedding", "minilm-v1")
+        assert store.reservoirs.info("query_embedding", "reference").size == 0
+        assert len(counts) == 4
+    finally:
+        other.close()
 
 
 def test_algorithm_r_keeps_a_uniform_sample(store):

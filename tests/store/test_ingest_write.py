@@ -119,3 +119,18 @@ def test_each_service_keeps_its_most_recently_first_seen_releases(store):
     latest = store.releases.latest(10)
     assert [(r.service, r.release) for r in latest] == [("other-svc", "r00")] + [
         ("svc", f"r{i:02d}") for i in range(13, 3, -1)]
+
+
+def test_one_batch_queues_many_items_at_once_and_upgrades_a_trace_it_queued_twice(store):
+    records = [make_record(i) for i in range(20, 25)]
+    complained = make_record(20)
+    complained.feedback.append(Feedback("thumbs_down", 9))
+    items = [QueueWrite(r, "base", 0.01) for r in records] + [QueueWrite(complained, "thumbs_down", 1.0, counted_weight=0.0)]
+    out = store.ingest.persist(IngestBatch(records=records, items=items))
+    assert [w.record.trace_id for w in out.queued] == [r.trace_id for r in records]
+    assert [w.stratum for w in out.upgraded] == ["thumbs_down"]
+    item = store.queue.item_for_trace(records[0].trace_id)
+    assert (item.stratum, item.inclusion_prob, item.counted_weight) == ("thumbs_down", 1.0, pytest.approx(100.0))
+    again = store.ingest.persist(IngestBatch(items=items))  # a retry: nothing new, nothing lowered
+    assert not again.queued and not again.upgraded
+    assert store.queue.depth()["queued"] == 5
