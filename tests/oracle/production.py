@@ -105,7 +105,34 @@ def bursts(traffic: Traffic) -> list[list[list]]:
             body.append(span)
         if body:
             groups[-1].append(body)
-    return [g for g in groups if g]
+    return _carry_unrooted([g for g in groups if g])
+
+
+def _carry_unrooted(groups: list[list[list]]) -> list[list[list]]:
+    """Move a trace's spans sent before its root into the burst of its root: between bursts the
+    harness waits (for re-ask checks, for a kill), and a trace waiting for its root over that
+    wait could pass the test's root timeout (2 s) on a loaded machine."""
+    roots_in = [{s.context.trace_id for body in g for s in body if _is_root(s)} for g in groups]
+    will_root = set().union(*roots_in)
+    rooted: set[int] = set()
+    carry: list = []
+    out = []
+    for group, roots in zip(groups, roots_in):
+        if carry:
+            group = [carry + group[0], *group[1:]]
+        rooted |= roots
+        carry = []
+        kept = []
+        for body in group:
+            stay = [s for s in body if s.context.trace_id in rooted or s.context.trace_id not in will_root]
+            carry += [s for s in body if not (s.context.trace_id in rooted or s.context.trace_id not in will_root)]
+            if stay:
+                kept.append(stay)
+        if kept:
+            out.append(kept)
+    if carry:
+        out.append([carry])
+    return out
 
 
 def plan(traffic: Traffic, seed: int, replicas: int = 2, copy_share: float = COPY_SHARE,
@@ -117,6 +144,11 @@ def plan(traffic: Traffic, seed: int, replicas: int = 2, copy_share: float = COP
     copy of a root-less body would leave the other replica waiting for a root it never gets, and
     it would count the trace as partial after its root timeout, a race with the original
     replica's assembly that a real root timeout (seconds, not the test's 2 s) makes rare.
+
+    The kill: the victim's share of the burst's first body is the last body it acknowledges;
+    then it dies and that body is retried on the survivor. The feedback still to come for
+    queries rooted before the kill is sent before it (the kill takes seconds; the truth counts
+    'late' feedback within the recent-records TTL).
     """
     rng = random.Random(seed ^ 0x5E7D)
     alive = list(range(replicas))
@@ -125,28 +157,38 @@ def plan(traffic: Traffic, seed: int, replicas: int = 2, copy_share: float = COP
     receivers: dict[int, set[int]] = {}
     sent: dict[int, set[int]] = {}  # trace id -> span ids sent so far
     groups = bursts(traffic)
-    total = sum(len(g) for g in groups)  # bodies
-    done = 0
-    last_post: dict[int, Post] = {}
+    kill_group = _kill_group(groups, kill_at) if replicas > 1 else None
+    if kill_group is not None:
+        groups = _feedback_before(groups, kill_group)
     lost = {q.trace_id for q in traffic.scenario.queries if q.root_lost}
-    for group in groups:
+
+    def send(steps: list, replica: int, spans: list) -> Post:
+        post = Post(replica, spans)
+        steps.append(post)
+        for span in spans:
+            receivers.setdefault(span.context.trace_id, set()).add(replica)
+            sent.setdefault(span.context.trace_id, set()).add(span.context.span_id)
+        rooted.update(s.context.trace_id for s in spans if _is_root(s))
+        return post
+
+    for index, group in enumerate(groups):
         steps: list[Post | Kill] = []
-        if kill_at is not None and out.killed is None and replicas > 1 and done >= kill_at * total:
-            out.killed = victim = alive.pop()
-            steps.append(Kill(victim))
-            if victim in last_post:  # its acknowledgement lost with it: the exporter retries elsewhere
-                last_post[victim].guard_s = KILL_GUARD_S
-                _retry(out, steps, last_post[victim], alive[0], sent)
+        if index == kill_group:
+            out.killed = victim = alive[-1]
+            first = group[0]
+            last = [s for s in first if s.context.trace_id % replicas == victim]
+            group = [[s for s in first if s.context.trace_id % replicas != victim], *group[1:]]
+            alive.pop()
+            if last:  # its acknowledgement lost with it: the exporter retries on the survivor
+                post = send(steps, victim, last)
+                post.guard_s = KILL_GUARD_S
+                steps.append(Kill(victim))
+                _retry(out, steps, post, alive[0], sent)
+            else:
+                steps.append(Kill(victim))
         for body in group:
-            done += 1
             for replica, spans in _runs(body, replicas, alive):
-                post = Post(replica, spans)
-                steps.append(post)
-                last_post[replica] = post
-                for span in spans:
-                    receivers.setdefault(span.context.trace_id, set()).add(replica)
-                    sent.setdefault(span.context.trace_id, set()).add(span.context.span_id)
-                rooted.update(s.context.trace_id for s in spans if _is_root(s))
+                post = send(steps, replica, spans)
                 others = [r for r in alive if r != replica]
                 if others and rng.random() < copy_share and all(s.context.trace_id in rooted for s in spans):
                     post.guard_s = RETRY_GUARD_S
@@ -155,6 +197,37 @@ def plan(traffic: Traffic, seed: int, replicas: int = 2, copy_share: float = COP
     if out.killed is not None:
         out.orphan_candidates = {f"{t:032x}" for t in lost if receivers.get(t) == {out.killed}}
     return out
+
+
+def _kill_group(groups: list[list[list]], kill_at: float | None) -> int | None:
+    """The first burst (not the first) after ``kill_at`` of the bodies."""
+    if kill_at is None:
+        return None
+    total, done = sum(len(g) for g in groups), 0
+    for index, group in enumerate(groups):
+        if index and done >= kill_at * total:
+            return index
+        done += len(group)
+    return None
+
+
+def _feedback_before(groups: list[list[list]], index: int) -> list[list[list]]:
+    """The spans after burst ``index`` of traces rooted before it (their feedback), moved to a
+    body at the end of the burst before it."""
+    rooted = {s.context.trace_id for g in groups[:index] for body in g for s in body if _is_root(s)}
+    moved: list = []
+    later = []
+    for group in groups[index:]:
+        kept_group = []
+        for body in group:
+            moved += [s for s in body if s.context.trace_id in rooted]
+            kept = [s for s in body if s.context.trace_id not in rooted]
+            if kept:
+                kept_group.append(kept)
+        if kept_group:
+            later.append(kept_group)
+    before = [*groups[:index - 1], [*groups[index - 1], moved] if moved else groups[index - 1]]
+    return before + later
 
 
 def slot_guard(ttl_s: float, guard_s: float, clock=time.time) -> None:
@@ -217,10 +290,10 @@ def counted_by(plan_: Plan, traffic: Traffic, replica: int, until_kill: bool = T
 
 
 def deliver(plan_: Plan, ttl_s: float, store_url: str):
-    """``run_oracle``'s ``deliver`` for agent processes: the plan's bursts, each posted back to
-    back (the re-ask checks wait between bursts only), the victim killed with ``kill -9`` once
+    """``run_oracle``'s ``deliver`` for agent processes: the plan's bodies back to back (waiting for
+    the re-ask checks only before a query whose session's previous one went to another replica),
+    the victim killed with ``kill -9`` once
     what it acknowledged is counted and scraped; then the late feedback (``harness.finish``)."""
-    from rag_monitor.simulate.oracle import Check
     from rag_monitor.simulate.wire import Batch
     from tests.oracle.harness import Delivery, LateClock, counters_only, finish, regeneration_checked, scrape, settle
     from tests.services import wait_until
@@ -228,8 +301,9 @@ def deliver(plan_: Plan, ttl_s: float, store_url: str):
     def run(traffic: Traffic, agents: list):
         late = LateClock()
         live, frozen = list(agents), []
+        earlier = session_predecessors(traffic)
+        unchecked: dict[int, int] = {}  # root trace id -> the replica it went to, not yet checked for re-asks
         for burst in plan_.bursts:
-            rooted = set()
             for step in burst:
                 if isinstance(step, Kill):
                     victim = agents[step.replica]
@@ -242,11 +316,15 @@ def deliver(plan_: Plan, ttl_s: float, store_url: str):
                     victim.proc.wait()
                     live.remove(victim)
                     continue
+                roots = [s.context.trace_id for s in step.spans if _is_root(s)]
+                if any(unchecked.get(earlier.get(t), step.replica) != step.replica for t in roots):
+                    # A session's query on another replica: checked there before this one is.
+                    regeneration_checked([agents[r] for r in sorted(set(unchecked.values())) if agents[r] in live])
+                    unchecked.clear()
                 slot_guard(ttl_s, step.guard_s)
                 late.post(agents[step.replica].otlp_url, step.spans, Batch(step.spans).body())
-                if any(_is_root(s) for s in step.spans):
-                    rooted.add(step.replica)
-            regeneration_checked([agents[r] for r in sorted(rooted) if agents[r] in live])
+                if not step.retry:
+                    unchecked.update((t, step.replica) for t in roots)
         counted_elsewhere = int(sum(_sum(text, "rag_queries_total") for text in frozen))
         finish(traffic, live, counted_elsewhere)
         duplicates = sum(a.metric_sum("rag_agent_traces_duplicate_total") for a in live) + \
@@ -264,6 +342,21 @@ def duplicates_check(plan_: Plan, found: float):
     low, high = len(plan_.duplicated_whole), len(plan_.duplicated)
     return Check("duplicate traces (retries across replicas, counted where first stored)", f"{low}..{high}", found,
                  low <= found <= high)
+
+
+def session_predecessors(traffic: Traffic) -> dict[int, int]:
+    """trace id -> the trace of its session's previous query when that started within the
+    regeneration window before it: the pairs whose order the re-ask check depends on."""
+    from rag_monitor.simulate.truth import REGENERATION_WINDOW_NS
+
+    last: dict[str, object] = {}
+    out = {}
+    for q in sorted(traffic.truth.records, key=lambda q: q.start_ns):
+        previous = last.get(q.session_id)
+        if previous is not None and q.start_ns - previous.start_ns <= REGENERATION_WINDOW_NS:
+            out[q.trace_id] = previous.trace_id
+        last[q.session_id] = q
+    return out
 
 
 def _sum(text: str, name: str) -> float:
