@@ -9,7 +9,9 @@ what an agent made of it.
 Shape of the traffic (``Scenario`` knobs): ``releases`` releases deployed one after another
 over ``days``, each first as a canary beside the current release (two live at once), then
 alone; a shadow variant answering a share of production queries on another model; more
-tenants and intents than the agent's label caps; sessions that re-ask; four dialects.
+tenants and intents than the agent's label caps; sessions that re-ask; four dialects. Queries
+arrive evenly, or (``burst``) in bursts of about that many queries within one second, quiet
+between bursts, as a busy app's traffic does (a batch job, a page everyone reloads).
 """
 
 from __future__ import annotations
@@ -155,8 +157,9 @@ _WORDS = ("annual plans", "gift cards", "shipping", "damaged parcels", "exchange
 
 
 def generate(seed: int, queries: int = 300, releases: int = 16, days: float = 3.0, tenants: int = 30,
-             intents: int = 28, service: str = "support-bot") -> Scenario:
-    """Draw ``queries`` production queries (plus their shadows) over ``days`` simulated days."""
+             intents: int = 28, service: str = "support-bot", burst: int = 0) -> Scenario:
+    """Draw ``queries`` production queries (plus their shadows) over ``days`` simulated days;
+    ``burst``: in bursts of 1 to 2 x ``burst`` queries within a second each (0: evenly)."""
     rng = random.Random(seed)
     pii = PII(seed)
     names = [f"2026.11.{i + 1:02d}" for i in range(releases)]
@@ -167,9 +170,10 @@ def generate(seed: int, queries: int = 300, releases: int = 16, days: float = 3.
     doc_counter = 0
     session_last: dict[str, SimQuery] = {}
     sessions = [f"s-{seed}-{i}" if i % 7 else pii.email(rng) for i in range(max(4, queries // 3))]
+    arrivals = _bursts(rng, queries, t0, span_ns, burst) if burst else None
     for k in range(queries):
         # Time advances evenly with jitter; release k is a canary in the last third of slot k-1.
-        t = t0 + k * span_ns // queries + rng.randrange(0, span_ns // queries // 2)
+        t = arrivals[k] if arrivals else t0 + k * span_ns // queries + rng.randrange(0, span_ns // queries // 2)
         current = min((t - t0) // slot, releases - 1)
         release = names[current]
         if current + 1 < releases and (t - t0) % slot > 2 * slot // 3 and rng.random() < 0.3:
@@ -199,6 +203,20 @@ def generate(seed: int, queries: int = 300, releases: int = 16, days: float = 3.
     return Scenario(seed, out, names, pii, service)
 
 
+def _bursts(rng: random.Random, queries: int, t0: int, span_ns: int, burst: int) -> list[int]:
+    """Start times in bursts: each burst's queries within one second of its start, the bursts'
+    starts spread over the span with jitter, quiet in between. Sorted."""
+    sizes = []
+    while sum(sizes) < queries:
+        sizes.append(rng.randrange(burst, 2 * burst + 1))
+    gap = span_ns // len(sizes)
+    out = []
+    for b, size in enumerate(sizes):
+        start = t0 + b * gap + rng.randrange(0, max(1, gap - 10**9) // 2)
+        out.extend(start + rng.randrange(0, 10**9) for _ in range(size))
+    return sorted(out)[:queries]
+
+
 def _query(rng, pii, k, t, dialect, release, service, session, reasked, hidden, tenants, intents, docs_from) -> SimQuery:
     n_intents = rng.randrange(intents)
     q = SimQuery(
@@ -226,8 +244,8 @@ def _query(rng, pii, k, t, dialect, release, service, session, reasked, hidden, 
     if rng.random() < 0.02:
         # The query fails before it answers: no refusal, no confidence.
         q.error, q.refused, q.confidence = f"upstream failure for {pii.email(rng)}", False, None
-    if q.refused:
-        q.answer, q.supported = "I cannot help with that request.", None
+    if q.refused:  # a refusal carries no answer confidence (the SDK's refuse() takes none)
+        q.answer, q.supported, q.confidence = "I cannot help with that request.", None, None
     elif q.error is not None:
         q.answer, q.supported = "", None
     elif q.delivered:

@@ -103,3 +103,15 @@ def test_a_store_failure_midway_and_the_exporters_retries_store_feedback_once(st
     assert agent.metric_sum("rag_queries_total") == 1
     item = agent.store.queue.item_for_trace(trace_id)
     assert item.query_record.feedback[0].kind == "thumbs_down" and agent.store.queue.depth()["queued"] == 1
+
+
+def test_late_feedback_sent_twice_in_one_request_counts_once(start_agent):
+    """An exporter batch that carries the same feedback span twice (a resend merged into the next
+    batch): the event is stored once and counted once."""
+    agent = start_agent()
+    trace_id = trace_id_of(12)
+    assert agent.post(body([*child_spans(trace_id), root_span(trace_id)]))[0] == 200
+    late = feedback_span(trace_id, kind="thumbs_up", n=10)
+    assert agent.post(body([late, late]))[0] == 200
+    assert [e.kind for e in agent.store.feedback.for_trace(trace_id)] == ["thumbs_up"]
+    assert agent.metric_sum("rag_feedback_total", kind="thumbs_up") == 1

@@ -31,9 +31,12 @@ SAMPLING = {"base_rate": 0.2, "thumbs_down_rate": 1.0, "low_confidence_rate": 0.
             "refusal_rate": 0.5, "shadow_pair_rate": 0.6, "salt": "oracle",
             # The scorer labels more than the reviewers (a nested sample); no budget, so the design is exact.
             "score_rate": 0.35, "score_budget": 0}
-RECENT_TTL_S = 30.0
+RECENT_TTL_S = 36.0
 """The truth counts 'late' feedback (two export requests after its query) as arriving within the
-agent's recent-records TTL, and phase 1 as arriving after it. Phase 0 waits for each replica's
+agent's recent-records TTL, and phase 1 as arriving after it. The simulator's traces started
+months before the wall clock, so the store files each in the slot of ``now - ttl/2``
+(``RecentRecords.slot_of``) and may drop it ttl/2 after it was stored: the premise checked is
+"within half the TTL". Phase 0 waits for each replica's
 regeneration check after every run of roots, so two requests can take seconds of wall-clock time
 on a loaded machine (8 s ran out for the last queries of the two-replica run on CI: their late
 thumbs-down found no live record and a late regenerate named no query). The phase-1 wait is
@@ -163,27 +166,45 @@ def _runs(batch, replicas: int) -> list[tuple[int, list]]:
     return runs
 
 
+class LateClock:
+    """The longest wall-clock time from a query's acknowledged root to a later request carrying
+    spans of its trace (its late feedback): the truth assumes the record is still live then."""
+
+    def __init__(self):
+        self.rooted: dict[int, float] = {}  # trace id -> when its root was acknowledged
+        self.longest = 0.0
+
+    def post(self, url: str, spans: list, body: bytes) -> None:
+        sent_at = time.time()
+        # The first request after the root's: the late feedback (a resent copy comes later still
+        # and needs no live record: it is counted once either way).
+        later = {s.context.trace_id for s in spans if s.context.trace_id in self.rooted}
+        self.longest = max([self.longest, *(sent_at - self.rooted.pop(t) for t in later)])
+        post(url, body)
+        self.rooted.update((s.context.trace_id, time.time()) for s in spans
+                           if s.parent is None and s.context.trace_id not in later)
+
+
 def send(traffic: Traffic, agents: list) -> float:
     """Phase 0 (traffic), then, once the recent-records TTL has passed, phase 1 (late feedback).
-
-    Returns the longest wall-clock time from a query's acknowledged root to a later request
-    carrying spans of its trace (its late feedback): the truth assumes it is within the TTL."""
+    Returns the longest late-feedback delay (``LateClock``)."""
     n = len(agents)
-    rooted: dict[int, float] = {}  # trace id -> when its root was acknowledged
-    longest_late = 0.0
+    late = LateClock()
     for batch in traffic.phases[0]:
         for replica, spans in _runs(batch, n):
-            sent_at = time.time()
-            # The first request after the root's: the late feedback (a resent copy comes later still
-            # and needs no live record: it is counted once either way).
-            later = {s.context.trace_id for s in spans if s.context.trace_id in rooted}
-            longest_late = max([longest_late, *(sent_at - rooted.pop(t) for t in later)])
-            post(agents[replica].otlp_url, batch.body(spans))
-            rooted.update((s.context.trace_id, time.time()) for s in spans if s.parent is None and s.context.trace_id not in later)
+            late.post(agents[replica].otlp_url, spans, batch.body(spans))
             if any(span.parent is None for span in spans):  # roots: queries to check for re-asks
                 regeneration_checked([agents[replica]])
+    finish(traffic, agents)
+    return late.longest
+
+
+def finish(traffic: Traffic, agents: list, counted_elsewhere: int = 0) -> None:
+    """After phase 0: every query counted (``counted_elsewhere`` by replicas no longer running),
+    checked for re-asks; then, once the recent-records TTL has passed, phase 1 (late feedback)."""
+    n = len(agents)
     truth = traffic.truth
-    expected_queries = len(truth.records)
+    expected_queries = len(truth.records) - counted_elsewhere
     wait_until(lambda: sum(a.metric_sum("rag_queries_total") for a in agents) >= expected_queries, timeout=60,
                what=f"{expected_queries} queries counted")
     counted_at = time.time()
@@ -194,19 +215,20 @@ def send(traffic: Traffic, agents: list) -> float:
     for batch in traffic.phases[1]:
         for replica, body in batch.split(n).items():
             post(agents[replica].otlp_url, body)
-    return longest_late
 
 
-def settle(traffic: Traffic, agents: list, store_url: str, timeout: float = 60) -> None:
-    """Wait for every sampled item to be scored and partial traces to be expired."""
+def settle(traffic: Traffic, agents: list, store_url: str, timeout: float = 60, partial_traces: int | None = None) -> None:
+    """Wait for every sampled item to be scored and partial traces (``partial_traces``: the
+    truth's unless given) to be expired."""
     engine = sa.create_engine(store_url)
+    partial_wanted = traffic.truth.partial_traces if partial_traces is None else partial_traces
 
     def scored() -> bool:
         with engine.connect() as c:
             items = c.execute(sa.text("SELECT count(*) FROM review_items")).scalar()
         done = sum(a.metric_sum("rag_faithfulness_scored_total") for a in agents)
         partial = sum(a.metric_sum("rag_agent_traces_partial_total") for a in agents)
-        return items > 0 and done >= items and partial >= traffic.truth.partial_traces
+        return items > 0 and done >= items and partial >= partial_wanted
 
     try:
         wait_until(scored, timeout=timeout, what="every sampled answer scored and partial traces expired")
@@ -353,19 +375,65 @@ class Outcome:
     leaks: dict
     estimates: list
     reviewed: int
+    frozen: list = field(default_factory=list)
+    """Killed replicas' last scrapes (counters and histograms)."""
 
 
-def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, logs: list) -> Outcome:
-    """Send, settle, review, then compare every exported quantity and search every sink for PII."""
+@dataclass
+class Delivery:
+    """How the traffic was delivered, for what the checks expect."""
+
+    longest_late: float
+    agents: list
+    """The replicas still running at the end."""
+    frozen: list[str] = field(default_factory=list)
+    """Counters and histograms of killed replicas, as last scraped (Prometheus keeps what it scraped)."""
+    spans_resent: int = 0
+    """Spans sent twice (exporter retries): every receiver counts what it accepts."""
+    partial_may_miss: int = 0
+    """Root-lost traces only a killed replica held: they may have died with it."""
+    checks: list = field(default_factory=list)
+    """The delivery's own checks (e.g. the duplicates each replica found)."""
+
+
+def frozen_sum(texts: list[str], name: str) -> float:
+    return Samples(texts).sum(name) if texts else 0.0
+
+
+def counters_only(text: str) -> str:
+    """A scrape's counter and histogram families: what Prometheus still has of a replica once it is gone."""
+    kept = {line.split(" ")[2] for line in text.splitlines()
+            if line.startswith("# TYPE ") and line.split(" ")[3] in ("counter", "histogram")}
+    stems = kept | {k.removesuffix("_total") for k in kept}
+
+    def family(line: str) -> str:
+        return line.split(" ")[2] if line.startswith("# ") else re.match(r"[A-Za-z_:][A-Za-z0-9_:]*", line).group(0)
+
+    def keep(name: str) -> bool:
+        return name in kept or any(name.startswith(stem + "_") for stem in stems)
+
+    return "".join(line + "\n" for line in text.splitlines() if line and keep(family(line)))
+
+
+def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, logs: list, *,
+               sampling: dict | None = None, deliver=None) -> Outcome:
+    """Send (``deliver(traffic, agents) -> Delivery``; by default ``send``), settle, review, then
+    compare every exported quantity and search every sink for PII."""
+    from dataclasses import replace
+
     from rag_monitor.review.golden import golden_rows
     from rag_monitor.review.sampler import Sampler, SamplingConfig
     from rag_monitor.simulate.oracle import Check
     from rag_monitor.store import open_store
 
-    longest_late = send(traffic, agents)
-    settle(traffic, agents, store_url)
-    truth = traffic.truth
-    feedback_total = sum(truth.feedback.values())
+    sampling = SAMPLING if sampling is None else sampling
+    delivery = deliver(traffic, agents) if deliver is not None else Delivery(send(traffic, agents), agents)
+    agents = delivery.agents
+    truth = replace(traffic.truth, spans_sent=traffic.truth.spans_sent + delivery.spans_resent)
+    partial_done = frozen_sum(delivery.frozen, "rag_agent_traces_partial_total")
+    settle(traffic, agents, store_url,
+           partial_traces=max(0, int(truth.partial_traces - delivery.partial_may_miss - partial_done)))
+    feedback_total = sum(truth.feedback.values()) - frozen_sum(delivery.frozen, "rag_feedback_total")
     try:
         wait_until(lambda: sum(a.metric_sum("rag_feedback_total") for a in agents) >= feedback_total, timeout=20,
                    what="every feedback event counted")
@@ -382,26 +450,32 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
                    what="every replica's false-exclusion ratios computed from all the reviews")
     except Exception:  # noqa: BLE001 - reported by the false-exclusion checks
         pass
-    texts = [scrape(a) for a in agents]
-    checks = compare(truth, texts, single_agent=len(agents) == 1)
+    texts = [scrape(a) for a in agents] + delivery.frozen
+    checks = compare(truth, texts, single_agent=len(texts) == 1)
+    if delivery.partial_may_miss:  # those only a killed replica held may be lost with it
+        found = Samples(texts).sum("rag_agent_traces_partial_total")
+        low = truth.partial_traces - delivery.partial_may_miss
+        checks = [Check("partial traces (a killed replica's own may be lost)", f"{low}..{truth.partial_traces}", found,
+                        low <= found <= truth.partial_traces) if c.name == "partial traces" else c for c in checks]
+    checks += delivery.checks
     # The truth's premise, not the agent's doing: were it broken, the late-feedback checks below
     # fail for the harness's pace, and this line says so.
-    checks.append(Check("late feedback sent within the recent-records TTL (s)", f"< {RECENT_TTL_S}",
-                        round(longest_late, 1), longest_late < RECENT_TTL_S))
+    checks.append(Check("late feedback sent within half the recent-records TTL (s)", f"< {RECENT_TTL_S / 2}",
+                        round(delivery.longest_late, 1), delivery.longest_late < RECENT_TTL_S / 2))
     with tempfile.TemporaryDirectory(prefix="oracle-rules-") as workdir:  # the rate a user reads
         checks += regeneration_rate_checks(truth, texts, Path(workdir))
 
     # Sampling: exactly the queries the single-draw design chooses, each with its probability.
     items = sampled_items(store_url)
     review_items = [r for r in items if r["queue"] == "default"]
-    sampler = Sampler(SamplingConfig(**SAMPLING))
-    want = {t: p for t, (_s, p) in truth.sample(SAMPLING, sampler.uniform).items()}
+    sampler = Sampler(SamplingConfig(**sampling))
+    want = {t: p for t, (_s, p) in truth.sample(sampling, sampler.uniform).items()}
     got = {r["trace_id"]: r["inclusion_prob"] for r in review_items}
     checks.append(Check("sampled traces", len(want), len(got), set(want) == set(got)))
     wrong = {t: (want[t], got[t]) for t in set(want) & set(got) if abs(want[t] - got[t]) > 1e-12}
     checks.append(Check("inclusion probabilities", {}, dict(list(wrong.items())[:5]), not wrong))
     # The scored sample contains the review sample, each trace with its scoring probability.
-    want_scored = truth.score_sample(SAMPLING, sampler.uniform)
+    want_scored = truth.score_sample(sampling, sampler.uniform)
     got_scored: dict[str, float] = {}
     for r in items:
         got_scored[r["trace_id"]] = max(got_scored.get(r["trace_id"], 0.0), r["score_prob"] or r["inclusion_prob"])
@@ -452,7 +526,7 @@ def run_oracle(traffic: Traffic, agents: list, store_url: str, sink: OtlpSink, l
 
     sinks = {"store": dump_store(store_url), "forwarded spans": sink.text(), "metrics": "\n".join(texts),
              "golden export": golden, "review API": review_api, "logs": "\n".join(open(p, encoding="utf-8", errors="replace").read() for p in logs)}
-    return Outcome(checks, pii_leaks(traffic.scenario.pii.needles(), sinks), found, reviewed)
+    return Outcome(checks, pii_leaks(traffic.scenario.pii.needles(), sinks), found, reviewed, delivery.frozen)
 
 
 RATE_COUNTERS = ("rag_regenerated_queries_total", "rag_queries_total")

@@ -39,13 +39,6 @@ def _report(outcome) -> str:
     return "\n".join(failed + leaks)
 
 
-@pytest.fixture
-def sink():
-    s = OtlpSink()
-    yield s
-    s.close()
-
-
 def test_oracle_one_agent_on_sqlite(start_agent, tmp_path, sink):
     traffic = simulate(seed=11, queries=QUERIES)
     agent = start_agent(**_settings(tmp_path, sink))
