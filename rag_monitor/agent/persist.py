@@ -135,8 +135,12 @@ class IngestWriter:
         new = {(e.trace_id, e.key) for e in written.outcome.feedback_added}
         events = [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in output.late_feedback]
         # Each new event once, though a request may carry the same span twice (a duplicate within a batch).
-        written.late = [pair for pair, e in zip(written.late, events) if (e.trace_id, e.key) in new
-                        and not new.discard((e.trace_id, e.key))]
+        kept = []
+        for pair, e in zip(written.late, events):
+            if (e.trace_id, e.key) in new:
+                new.remove((e.trace_id, e.key))
+                kept.append(pair)
+        written.late = kept
         if written.outcome.first_seen:
             self.releases.noted(written.outcome.first_seen)
             self.releases.refresh(self.store.releases)
