@@ -200,13 +200,13 @@ def fit_support_v3(features: dict[str, np.ndarray], labels: dict[str, np.ndarray
     parts |= {k: (features[k], labels[k], groups[k]) for k in support_v2.TUNING_ONLY}
     chosen = support_v3.choose_l2(parts, TASKS)
     model = support_v3.fit([(x, y) for x, y, _ in parts.values()], chosen["l2"])
-    scores = {k: support_v3.scores(model, x) for k, x in features.items()}
+    scores = {k: support_v2.scores(model, x) for k, x in features.items()}
     cross = {}
     for train, test in (TASKS, TASKS[::-1]):
         m = support_v3.fit([(features[train], labels[train])], chosen["l2"])
-        c = choose({train: support_v3.scores(m, features[train])}, {train: labels[train]})
+        c = choose({train: support_v2.scores(m, features[train])}, {train: labels[train]})
         cross[f"refit_on_{train}_measured_on_{test}"] = {"threshold": c["threshold"],
-                                                         **report(support_v3.scores(m, features[test]), labels[test], c["threshold"])}
+                                                         **report(support_v2.scores(m, features[test]), labels[test], c["threshold"])}
     return model, scores, {"penalty": chosen, "cross_task_refit": cross, "model": model.as_dict()}
 
 

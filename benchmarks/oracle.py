@@ -65,14 +65,7 @@ def run_seed(seed: int, queries: int, work: Path) -> tuple[list[Check], list[dic
         agent.settle(60)  # the sinks (metrics, regeneration) consume off the request path
         agent.regeneration.tick()
         agent.store.recent.prune(now=time.time() + settings.recent_ttl_s + 1)  # the TTL has passed
-        for batch in traffic.phases[1]:
-            agent.pipeline.ingest(batch.body(), PROTOBUF)
-        agent.settle(60)
-        agent.regeneration.tick()
-        while agent.scoring.tick():
-            pass
-        review(traffic, agent.store)
-        agent.review_stats.invalidate()
+        _late_phase_and_review(agent, traffic)
         store_url = settings.resolved_store_url()
         texts = [generate_latest(agent.registry).decode()]
         checks = compare(traffic.truth, texts)
@@ -135,14 +128,7 @@ def run_seed_production(seed: int, queries: int, work: Path, server) -> tuple[li
         before = _hot_partitions(url)
         hot_dropped = survivor.store.recent.prune(now=time.time() + ttl + 1)  # the TTL has passed: partitions dropped
         partitions_dropped = len(before - _hot_partitions(url))
-        for batch in traffic.phases[1]:
-            survivor.pipeline.ingest(batch.body(), PROTOBUF)
-        survivor.settle(60)
-        survivor.regeneration.tick()
-        while survivor.scoring.tick():
-            pass
-        review(traffic, survivor.store)
-        survivor.review_stats.invalidate()
+        _late_phase_and_review(survivor, traffic)
         truth = replace(traffic.truth, spans_sent=traffic.truth.spans_sent + delivery.retried_spans)
         texts = [generate_latest(survivor.registry).decode(), *frozen]
         checks = _production_checks(truth, texts, delivery)
@@ -178,6 +164,18 @@ def run_seed_production(seed: int, queries: int, work: Path, server) -> tuple[li
     finally:
         for agent in agents:
             agent.close()
+
+
+def _late_phase_and_review(agent, traffic) -> None:
+    """The late phase's traffic (after the TTL), every answer scored, the sample reviewed."""
+    for batch in traffic.phases[1]:
+        agent.pipeline.ingest(batch.body(), PROTOBUF)
+    agent.settle(60)
+    agent.regeneration.tick()
+    while agent.scoring.tick():
+        pass
+    review(traffic, agent.store)
+    agent.review_stats.invalidate()
 
 
 def _hot_partitions(url: str) -> set[str]:

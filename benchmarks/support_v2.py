@@ -59,7 +59,8 @@ def features_of(scorer: SupportV2Scorer, rows: dict, deadline: float, cache_dir:
     return np.array([[np.nan] * len(FEATURES) if cache[k] is None else cache[k] for k in keys])
 
 
-def _usable(x: np.ndarray) -> np.ndarray:
+def usable(x: np.ndarray) -> np.ndarray:
+    """Rows with every feature (a claim-less answer has none)."""
     return ~np.isnan(x).any(axis=1)
 
 
@@ -67,7 +68,7 @@ def fit(parts: list[tuple[np.ndarray, np.ndarray]]) -> LogisticModel:
     """One model over ``parts`` (features, supported), each part weighing the same in total."""
     xs, ys, ws = [], [], []
     for x, y in parts:
-        ok = _usable(x)
+        ok = usable(x)
         xs.append(x[ok])
         ys.append(y[ok])
         ws.append(np.full(ok.sum(), 1.0 / max(1, ok.sum())))
@@ -78,7 +79,7 @@ def fit(parts: list[tuple[np.ndarray, np.ndarray]]) -> LogisticModel:
 def scores(model: LogisticModel, x: np.ndarray) -> np.ndarray:
     """P(supported) per pair; a claim-less answer counts as supported (1.0), as for every scorer here."""
     out = np.ones(len(x))
-    ok = _usable(x)
+    ok = usable(x)
     if ok.any():
         out[ok] = model.probability(x[ok])
     return out

@@ -21,6 +21,7 @@ import numpy as np
 from rag_monitor.faithfulness.support_v3 import FEATURES, SupportV3Scorer, answer_features, read_contexts
 from rag_monitor.faithfulness.support_v2 import LogisticModel
 from rag_monitor.review.calibrate import _roc_auc
+from support_v2 import scores, usable
 
 PENALTIES = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 FOLDS = 5
@@ -57,15 +58,11 @@ def features_of(scorer: SupportV3Scorer, rows: dict, deadline: float, cache_dir:
     return np.array([[np.nan] * len(FEATURES) if cache[k] is None else cache[k] for k in keys])
 
 
-def _usable(x: np.ndarray) -> np.ndarray:
-    return ~np.isnan(x).any(axis=1)
-
-
 def fit(parts: list[tuple[np.ndarray, np.ndarray]], l2: float) -> LogisticModel:
     """One model over ``parts`` (features, supported): each part, and each class within it, weighs the same."""
     xs, ys, ws = [], [], []
     for x, y in parts:
-        ok = _usable(x)
+        ok = usable(x)
         x, y = x[ok], y[ok]
         xs.append(x)
         ys.append(y)
@@ -73,15 +70,6 @@ def fit(parts: list[tuple[np.ndarray, np.ndarray]], l2: float) -> LogisticModel:
     weights = np.concatenate(ws)
     return LogisticModel.fit(np.vstack(xs), np.concatenate(ys), weights * len(weights) / weights.sum(), l2=l2,
                              features=FEATURES)
-
-
-def scores(model: LogisticModel, x: np.ndarray) -> np.ndarray:
-    """P(supported) per pair; a claim-less answer counts as supported (1.0), as for every scorer here."""
-    out = np.ones(len(x))
-    ok = _usable(x)
-    if ok.any():
-        out[ok] = model.probability(x[ok])
-    return out
 
 
 def choose_l2(parts: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], judged: tuple[str, ...]) -> dict:

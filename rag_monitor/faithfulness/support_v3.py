@@ -38,7 +38,7 @@ import numpy as np
 from rag_monitor.faithfulness.claims import CONTRADICTED, NOT_IN_CONTEXT, SUPPORTED, Assessment, Claim, ClaimScorer
 from rag_monitor.faithfulness.lexical import claim_terms, content_stems, context_vocabulary, stem, support_score
 from rag_monitor.faithfulness.structured import attribute_conflicts, flatten_record, parse_record
-from rag_monitor.faithfulness.support import _CITATION, sentences
+from rag_monitor.faithfulness.support import _CITATION, SupportPair, sentences
 from rag_monitor.faithfulness.support_v2 import LogisticModel
 from rag_monitor.faithfulness.thresholds import shipped_calibration, shipped_threshold
 
@@ -146,14 +146,6 @@ def _features(context: Context, answer: str, checks: Sequence[SentenceCheck]) ->
     return np.concatenate([base, [structured], base * structured])
 
 
-@dataclass(frozen=True)
-class V3Pair:
-    contexts: tuple[str, ...]
-    answer: str
-    length: int
-    truncated: bool = False
-
-
 class SupportV3Scorer(ClaimScorer):
     """``support-v3`` (see the module docstring): the score is P(supported) from the shipped model."""
 
@@ -171,14 +163,14 @@ class SupportV3Scorer(ClaimScorer):
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
 
-    def encode(self, premise: str | Sequence[str], hypothesis: str) -> V3Pair:
+    def encode(self, premise: str | Sequence[str], hypothesis: str) -> SupportPair:
         contexts = (premise,) if isinstance(premise, str) else tuple(str(p) for p in premise)
-        return V3Pair(contexts, hypothesis, sum(len(c.split()) for c in contexts) + len(hypothesis.split()))
+        return SupportPair(contexts, hypothesis, sum(len(c.split()) for c in contexts) + len(hypothesis.split()))
 
-    def assess_encoded(self, batch: Sequence[V3Pair]) -> list[Assessment]:
+    def assess_encoded(self, batch: Sequence[SupportPair]) -> list[Assessment]:
         return [self._assess(pair) for pair in batch]
 
-    def _assess(self, pair: V3Pair) -> Assessment:
+    def _assess(self, pair: SupportPair) -> Assessment:
         context = read_contexts(pair.contexts)
         answer = _CITATION.sub("", pair.answer)
         checks = [c for c in (_check(s, context) for s in sentences(answer)) if c is not None]
