@@ -176,6 +176,18 @@ def evaluate(scores: dict[str, np.ndarray], labels: dict[str, np.ndarray], group
     }
 
 
+def cross_task_refit(refit, features: dict[str, np.ndarray], labels: dict[str, np.ndarray]) -> dict:
+    """A model refitted by ``refit(x, y)`` on all of one RAGTruth task, its threshold chosen there,
+    measured on the other task."""
+    cross = {}
+    for train, test in (TASKS, TASKS[::-1]):
+        m = refit(features[train], labels[train])
+        c = choose({train: support_v2.scores(m, features[train])}, {train: labels[train]})
+        cross[f"refit_on_{train}_measured_on_{test}"] = {"threshold": c["threshold"],
+                                                         **report(support_v2.scores(m, features[test]), labels[test], c["threshold"])}
+    return cross
+
+
 def fit_support_v2(features: dict[str, np.ndarray], labels: dict[str, np.ndarray], groups: dict[str, np.ndarray]):
     """support-v2's model fitted on the tuning split, its scores on every set, and a cross-task view
     that refits on all of one RAGTruth task (threshold chosen there too) and measures on the other."""
@@ -183,12 +195,7 @@ def fit_support_v2(features: dict[str, np.ndarray], labels: dict[str, np.ndarray
     model = support_v2.fit([(features[k][even[k]], labels[k][even[k]]) for k in TASKS]
                            + [(features[k], labels[k]) for k in support_v2.TUNING_ONLY])
     scores = {k: support_v2.scores(model, x) for k, x in features.items()}
-    cross = {}
-    for train, test in (TASKS, TASKS[::-1]):
-        m = support_v2.fit([(features[train], labels[train])])
-        c = choose({train: support_v2.scores(m, features[train])}, {train: labels[train]})
-        cross[f"refit_on_{train}_measured_on_{test}"] = {"threshold": c["threshold"],
-                                                         **report(support_v2.scores(m, features[test]), labels[test], c["threshold"])}
+    cross = cross_task_refit(lambda x, y: support_v2.fit([(x, y)]), features, labels)
     return model, scores, {"cross_task_refit": cross, "model": model.as_dict()}
 
 
@@ -201,12 +208,7 @@ def fit_support_v3(features: dict[str, np.ndarray], labels: dict[str, np.ndarray
     chosen = support_v3.choose_l2(parts, TASKS)
     model = support_v3.fit([(x, y) for x, y, _ in parts.values()], chosen["l2"])
     scores = {k: support_v2.scores(model, x) for k, x in features.items()}
-    cross = {}
-    for train, test in (TASKS, TASKS[::-1]):
-        m = support_v3.fit([(features[train], labels[train])], chosen["l2"])
-        c = choose({train: support_v2.scores(m, features[train])}, {train: labels[train]})
-        cross[f"refit_on_{train}_measured_on_{test}"] = {"threshold": c["threshold"],
-                                                         **report(support_v2.scores(m, features[test]), labels[test], c["threshold"])}
+    cross = cross_task_refit(lambda x, y: support_v3.fit([(x, y)], chosen["l2"]), features, labels)
     return model, scores, {"penalty": chosen, "cross_task_refit": cross, "model": model.as_dict()}
 
 
