@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from rag_monitor.record import QueryRecord
+from rag_monitor.record import Document, FilterApplied, QueryRecord
 
 from .models import record_json
 
@@ -27,17 +27,103 @@ _REF = "content_ref"
 _ZLIB, _PLAIN = b"z", b"j"
 
 
+_HASH_CACHE_ENTRIES = 4096
+_hashes: dict[str, str] = {}
+"""Recent contents' hashes: popular chunks come back query after query (bounded; cleared when full)."""
+
+
 def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    key = _hashes.get(text)
+    if key is None:
+        key = hashlib.sha256(text.encode()).hexdigest()[:32]
+        if len(_hashes) >= _HASH_CACHE_ENTRIES:
+            _hashes.clear()
+        _hashes[text] = key
+    return key
 
 
 def encode_record(record: QueryRecord | dict[str, Any], *, compress: bool = True) -> tuple[bytes, dict[str, str]]:
     """``(blob, {hash: content})`` of a record (see the module docstring)."""
-    payload = orjson.loads(record_json(record)[1])
     contents: dict[str, str] = {}
-    _walk(payload, contents)
-    text = orjson.dumps(payload)
+    if isinstance(record, QueryRecord):
+        try:
+            text = orjson.dumps(_by_reference(record, contents))
+        except (TypeError, ValueError, orjson.JSONEncodeError):
+            record_json(record)  # raises its error, which names the record
+            raise
+    else:
+        payload = orjson.loads(record_json(record)[1])
+        _walk(payload, contents)
+        text = orjson.dumps(payload)
     return (_ZLIB + zlib.compress(text, 6)) if compress else (_PLAIN + text), contents
+
+
+# --- a QueryRecord by reference without a JSON round trip ------------------------------------
+# The JSON is the same, byte for byte, as ``_walk`` over ``record_json``'s: orjson writes a
+# dataclass as its fields in order, so only the objects that hold a shared content (documents,
+# and dicts within their metadata) are rewritten as dicts; everything else is serialised as is.
+
+
+def _by_reference(record: QueryRecord, contents: dict[str, str]) -> dict[str, Any]:
+    payload = _fields(record)
+    for name in ("retrieved", "delivered"):
+        docs = payload[name]
+        if docs:
+            payload[name] = [_document(d, contents) for d in docs]
+    if any(f.excluded_documents for f in record.filters):
+        payload["filters"] = [_filter(f, contents) for f in record.filters]
+    return payload
+
+
+def _filter(applied: FilterApplied, contents: dict[str, str]) -> FilterApplied | dict[str, Any]:
+    if not applied.excluded_documents:
+        return applied
+    out = _fields(applied)
+    out["excluded_documents"] = [_document(d, contents) for d in applied.excluded_documents]
+    return out
+
+
+def _document(doc: Document, contents: dict[str, str]) -> Document | dict[str, Any]:
+    content, metadata = doc.content, doc.metadata
+    nested = bool(metadata) and _holds_shared(metadata)
+    if not nested and not (type(content) is str and len(content) >= MIN_SHARED):
+        return doc
+    out = _fields(doc)
+    if nested:  # a copy: the record's own metadata stays as it is
+        out["metadata"] = metadata = orjson.loads(orjson.dumps(metadata))
+        _walk(metadata, contents)
+    if type(content) is str and len(content) >= MIN_SHARED:
+        key = content_hash(content)
+        contents[key] = content
+        del out["content"]
+        out[_REF] = key
+    return out
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    """A dataclass's attributes as orjson writes them (its ``__dict__`` less ``_``-names)."""
+    attrs = obj.__dict__
+    if len(attrs) == len(obj.__dataclass_fields__):  # its fields only: nothing else was set on it
+        return attrs.copy()
+    return {k: v for k, v in attrs.items() if k[:1] != "_"}
+
+
+def _holds_shared(node: Any) -> bool:
+    """True when ``_walk`` would replace a content somewhere inside ``node``."""
+    if type(node) is dict:
+        content = node.get("content")
+        if "id" in node and type(content) is str and len(content) >= MIN_SHARED:
+            return True
+        children = node.values()
+    elif type(node) is list or type(node) is tuple:
+        children = node
+    else:
+        return False
+    for value in children:
+        kind = type(value)
+        if (kind is dict or kind is list or kind is tuple) and _holds_shared(value):
+            return True
+    return False
 
 
 def referenced(blob: bytes) -> set[str]:
