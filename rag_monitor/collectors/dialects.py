@@ -20,6 +20,7 @@ Every LLM, embedding and rerank call becomes a ``ModelCall`` with its own model 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,11 +151,14 @@ def _hidden(attrs: dict[str, Any]) -> list[str]:
 # --- the record builder ---------------------------------------------------------------------------
 
 
+_BY_TIME = operator.attrgetter("start_ns", "end_ns")
+
+
 class _Trace:
     """Index over one trace's spans: by id, children, ancestors."""
 
     def __init__(self, spans: Sequence[Span]):
-        self.spans = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
+        self.spans = sorted(spans, key=_BY_TIME)
         self.by_id = {s.span_id: s for s in self.spans}
 
     def ancestors(self, span: Span):

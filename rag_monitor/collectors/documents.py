@@ -37,9 +37,7 @@ def documents(attrs: dict[str, Any], prefix: str, id_keys: tuple[str, ...], outp
         if metadata is None:
             metadata = {}
         else:
-            metadata = json_object(metadata)
-            if not isinstance(metadata, dict):
-                metadata = {} if metadata == "" else {"value": metadata}
+            metadata = _metadata(metadata)
         if doc_id is None or doc_id == "":
             if output_ids is not None and index < len(output_ids):
                 doc_id = output_ids[index]
@@ -53,6 +51,29 @@ def documents(attrs: dict[str, Any], prefix: str, id_keys: tuple[str, ...], outp
             metadata,
         ))
     return found
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_METADATA_CACHE_ENTRIES = 1024
+_flat_metadata: dict[str, dict[str, Any]] = {}
+"""Parsed metadata JSON of recent documents (popular chunks repeat), flat objects only: each
+document gets its own copy, which a flat object's ``dict()`` is (bounded; cleared when full)."""
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    """A document's metadata attribute as a dict (JSON text parsed; anything else under ``value``)."""
+    if type(value) is str:
+        cached = _flat_metadata.get(value)
+        if cached is not None:
+            return dict(cached)
+    parsed = json_object(value)
+    if not isinstance(parsed, dict):
+        return {} if parsed == "" else {"value": parsed}
+    if type(value) is str and all(type(v) in _SCALARS for v in parsed.values()):
+        if len(_flat_metadata) >= _METADATA_CACHE_ENTRIES:
+            _flat_metadata.clear()
+        _flat_metadata[value] = dict(parsed)
+    return parsed
 
 
 def output_document_ids(output_value: Any) -> list | None:
