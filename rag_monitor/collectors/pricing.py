@@ -119,6 +119,7 @@ class PriceTable:
         self.unknown = unknown
         self.unknown_models: Counter[str] = Counter()
         self._cache: dict[str, ModelPrice | None] = {}
+        self._call_cache: dict[str, CallPrice | None] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -161,7 +162,14 @@ class PriceTable:
         """USD per call for a model or data source in ``calls:``; None when no row matches."""
         if not name or not self.calls:
             return None
-        found = _match(self.calls, name.strip().lower())
+        key = name.strip().lower()
+        if key in self._call_cache:
+            found = self._call_cache[key]
+        else:  # the glob match once per name (every model call asks)
+            found = _match(self.calls, key)
+            with self._lock:
+                if len(self._call_cache) < _MAX_CACHED_MODELS:
+                    self._call_cache[key] = found
         return None if found is None else found.usd_per_call
 
     def call_cost(self, call: ModelCall) -> float | None:

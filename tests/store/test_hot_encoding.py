@@ -50,7 +50,7 @@ def test_the_blob_is_the_round_trips_byte_for_byte(name):
     blob, got = encode_record(record, compress=False)
     assert blob == b"j" + text and got == contents
     blob, got = encode_record(record)
-    assert zlib.decompress(blob[1:]) == text and got == contents
+    assert zlib.decompress(blob[1:]) == text and got == contents  # whatever the level
     assert record.to_dict() == before  # the record itself is never rewritten
     assert decode_record(blob, contents).to_dict() == orjson.loads(orjson.dumps(before))
 
