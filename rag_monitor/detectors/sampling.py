@@ -20,6 +20,7 @@ by the window and reservoir sizes, not by the traffic.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import itertools
@@ -28,6 +29,7 @@ import random
 from typing import Any
 
 
+@functools.lru_cache(maxsize=1024)  # the drift feed hashes each trace once per signal it tests
 def unit_hash(trace_id: str) -> float:
     """A trace id's position in [0, 1), uniform for random ids (a stable hash, not Python's salted one)."""
     return int.from_bytes(hashlib.blake2b(trace_id.encode(), digest_size=8).digest(), "big") / 2**64

@@ -12,8 +12,11 @@ _VECTOR_PREFIX = "embedding.embeddings."
 _VECTOR_SUFFIX = ".embedding.vector"
 
 
+_ZERO_IDS = {8: bytes(8), 16: bytes(16)}
+
+
 def valid_id(raw: bytes, size: int) -> bool:
-    return len(raw) == size and raw != b"\x00" * size
+    return len(raw) == size and raw != (_ZERO_IDS.get(size) or bytes(size))
 
 
 class SpanChecks:

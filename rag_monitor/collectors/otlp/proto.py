@@ -18,6 +18,9 @@ from rag_monitor.collectors.otlp.checks import SpanChecks, valid_id
 from rag_monitor.collectors.otlp.spans import DecodeResult, Scope, Span, SpanEvent, SpanLink
 
 
+_ZERO_SPAN_ID = bytes(8)
+
+
 class ProtoDecoder(SpanChecks):
     def decode(self, request: ExportTraceServiceRequest) -> DecodeResult:
         spans = self.result.spans
@@ -41,7 +44,7 @@ class ProtoDecoder(SpanChecks):
                     span = Span(
                         trace_id.hex(),
                         span_id.hex(),
-                        parent.hex() if parent and parent != b"\x00" * 8 else None,
+                        parent.hex() if parent and parent != _ZERO_SPAN_ID else None,
                         pb.name,
                         pb.kind,
                         pb.start_time_unix_nano,
