@@ -53,7 +53,19 @@ from load import Agent, spawn  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
 TRACES_PER_REQUEST = 20
 SAMPLE_EVERY_S = 5.0
-TOP_STATEMENTS = 12
+TOP_STATEMENTS = 20
+BACKEND_SAMPLE_S = 0.25
+
+
+def backend_type(cmdline: list[str]) -> str:
+    """A server process's backend type from its title (``postgres: walwriter``, ``postgres:
+    autovacuum worker db``, ``postgres: user db 127.0.0.1(port) idle``: a client backend)."""
+    title = " ".join(cmdline).removeprefix("postgres: ").strip()
+    for kind in ("autovacuum launcher", "autovacuum worker", "background writer", "checkpointer", "walwriter",
+                 "logical replication launcher", "archiver", "startup", "walsender", "parallel worker"):
+        if title.startswith(kind):
+            return kind
+    return "client backend"
 TARGETS = {"agent_cpu_us_per_query": 450, "postgres_cpu_us_per_query": 150, "data_bytes_per_query": 2048,
            "two_agents_cpu_ratio": 1.05}
 
@@ -85,6 +97,61 @@ class Postgres:
                 pass
         return total
 
+    def start_backend_sampling(self) -> None:
+        """Sample every server process's CPU by its backend type (what ``pg_stat_activity.backend_type``
+        names, read from the process title every ``BACKEND_SAMPLE_S``: short-lived autovacuum
+        workers are caught too) until ``backend_cpu`` is called."""
+        import threading
+
+        self._seen: dict[int, list] = {}  # pid -> [backend type, cpu at first sight, cpu at last sight]
+        self._postmaster0 = self.postmaster.cpu_times()
+        self._stop = threading.Event()
+        self._sample_backends(first=True)
+        self._sampler = threading.Thread(target=self._sample_loop, daemon=True)
+        self._sampler.start()
+
+    def _sample_loop(self) -> None:
+        while not self._stop.wait(BACKEND_SAMPLE_S):
+            self._sample_backends()
+
+    def _sample_backends(self, first: bool = False) -> None:
+        import psutil
+
+        for child in self.postmaster.children(recursive=True):
+            if child.pid == self.own_backend:
+                continue
+            try:
+                cpu = sum(child.cpu_times()[:2])
+                seen = self._seen.get(child.pid)
+                if seen is None:
+                    self._seen[child.pid] = [backend_type(child.cmdline()), cpu if first else 0.0, cpu]
+                else:
+                    seen[2] = cpu
+            except psutil.NoSuchProcess:
+                pass
+
+    def backend_cpu(self, queries: int) -> dict[str, float]:
+        """Server CPU per query (us) by backend type since ``start_backend_sampling``. A process
+        that exited between two samples spent its last moments unseen: the postmaster's reaped
+        children's CPU less what the samples saw of them is ``exited (unsampled)``."""
+        self._stop.set()
+        self._sampler.join()
+        self._sample_backends()
+        by_type: dict[str, float] = {}
+        for kind, cpu0, cpu in self._seen.values():
+            by_type[kind] = by_type.get(kind, 0.0) + cpu - cpu0
+        live = {c.pid for c in self.postmaster.children(recursive=True)}
+        exited_seen = sum(cpu - cpu0 for pid, (_, cpu0, cpu) in self._seen.items() if pid not in live)
+        t0, t = self._postmaster0, self.postmaster.cpu_times()
+        by_type["postmaster"] = (t.user + t.system) - (t0.user + t0.system)
+        by_type["exited (unsampled)"] = max(0.0, (t.children_user + t.children_system)
+                                            - (t0.children_user + t0.children_system) - exited_seen)
+        n = max(1, queries)
+        out = {k: round(v * 1e6 / n, 1) for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])}
+        # A backend started in the window is a connection opened (and its caches warmed) then.
+        out["client_backends_started"] = sum(1 for kind, cpu0, _ in self._seen.values() if cpu0 == 0.0 and kind == "client backend")
+        return out
+
     def one(self, sql: str):
         return self.conn.execute(sql).fetchone()[0]
 
@@ -100,7 +167,7 @@ class Postgres:
         raw = self.conn.execute(
             "SELECT query, calls, total_exec_time, rows FROM pg_stat_statements "
             "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND query !~* '(pg_stat_|pg_partition_tree|pg_current_wal_lsn|pg_total_relation_size)' "
+            "AND query !~* '(pg_stat_|pg_partition_tree|pg_current_wal_lsn|pg_total_relation_size|^SELECT count\\(\\*\\) FROM recent_records$)' "
             "ORDER BY total_exec_time DESC").fetchall()
         # One family per statement whatever its row count: multi-row VALUES and IN lists collapse.
         families: dict[str, list[float]] = {}
@@ -134,7 +201,16 @@ class Postgres:
                 "UNION ALL SELECT relid FROM pg_partition_tree('recent_documents')) t")),
             "hot_partitions": float(self.one(
                 "SELECT count(*) FROM pg_partition_tree('recent_records') WHERE isleaf")),
+            "live_records": float(self.one("SELECT count(*) FROM recent_records")),
+            "transactions": float(self.one(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()")),
         }
+
+    def autovacuum_runs(self) -> dict[str, int]:
+        """Autovacuum and autoanalyze runs per table so far (dropped partitions' runs go with them)."""
+        return {name: int(n) for name, n in self.conn.execute(
+            "SELECT relname, autovacuum_count + autoanalyze_count FROM pg_stat_user_tables "
+            "WHERE autovacuum_count + autoanalyze_count > 0").fetchall()}
 
 
 def prefill_references(url: str, model: str, now: float) -> dict[str, int]:
@@ -205,7 +281,8 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         queries0 = sum(a.metrics().get("queries", 0) for a in agents)
         agent_cpu0 = [sum(a.ps.cpu_times()[:4]) for a in agents]
         pg.reset_statements()
-        pg_cpu0, counters0 = pg.cpu_s(), pg.counters()
+        pg.start_backend_sampling()
+        pg_cpu0, counters0, autovacuum0 = pg.cpu_s(), pg.counters(), pg.autovacuum_runs()
         t0 = time.monotonic()
         for h in hammers:
             h.stdin.write("GO\n")
@@ -225,6 +302,7 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
             samples.append({"t_s": round(time.monotonic() - t0, 1),
                             "queries": sum(a.metrics().get("queries", 0) for a in agents) - queries0,
                             "hot_mb": round(c["hot_bytes"] / 2**20, 2), "hot_partitions": int(c["hot_partitions"]),
+                            "live_records": int(c["live_records"]),
                             "data_mb": round((c["data_bytes"] - counters0["data_bytes"]) / 2**20, 2)})
         outputs = [json.loads(h.communicate(timeout=duration + 120)[0].strip().splitlines()[-1]) for h in hammers]
         window = time.monotonic() - t0
@@ -235,6 +313,8 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         agent_cpu = [sum(a.ps.cpu_times()[:4]) - c for a, c in zip(agents, agent_cpu0)]
         pg_cpu, counters = pg.cpu_s() - pg_cpu0, pg.counters()
         statements = pg.statements(int(queries))
+        by_backend = pg.backend_cpu(int(queries))
+        autovacuum = {t: n - autovacuum0.get(t, 0) for t, n in pg.autovacuum_runs().items() if n > autovacuum0.get(t, 0)}
         # Bytes written to tables and indexes: their growth before any slot can have expired.
         early = [s for s in samples if s["t_s"] <= args.ttl and s["queries"]]
         growth = early[-1]["data_mb"] * 2**20 / early[-1]["queries"] if early else None
@@ -248,11 +328,21 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
             "agent_cpu_s": [round(c, 2) for c in agent_cpu],
             "agent_cpu_us_per_query": per_query(sum(agent_cpu) * 1e6),
             "postgres_cpu_us_per_query": per_query(pg_cpu * 1e6),
+            "postgres_cpu_us_per_query_by_backend": by_backend,
+            # Client backends' CPU outside any statement: parse, bind, commit, protocol (execution
+            # time is wall time, so this is a lower bound on a loaded machine).
+            "postgres_client_outside_statements_us_per_query": round(
+                by_backend.get("client backend", 0.0) - statements["exec_us_per_query"], 1),
             "postgres_statements": statements,
+            # The benchmark's own sampling (an autocommit statement a counter, and the snapshot's) left out.
+            "transactions_per_query": round((counters["transactions"] - counters0["transactions"]
+                                             - (len(counters) + 1) * (len(samples) + 1)) / max(1, queries), 4),
             "rows_inserted_per_query": round((counters["rows_inserted"] - counters0["rows_inserted"]) / max(1, queries), 3),
             "wal_bytes_per_query": per_query(counters["wal_bytes"] - counters0["wal_bytes"]),
             "data_bytes_per_query": round(growth, 1) if growth is not None else None,
             "hot_mb_after_first_drops": {"min": min(late), "max": max(late)} if late else None,
+            **hot_table_scale(samples, args.ttl),
+            "autovacuum_runs": autovacuum,
             "hot_samples": samples,
             "hammer_status": [o["by_status"] for o in outputs],
             "load_generator_cpu_s": [o["cpu_s"] for o in outputs],
@@ -263,6 +353,26 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         for a in agents:
             a.stop()
         pg.conn.close()
+
+
+def hot_table_scale(samples: list[dict], ttl: int) -> dict:
+    """Whether the hot tables grow or only hold more traffic: their bytes per live record (the
+    rows in the slots not dropped yet), flat if nothing accumulates whatever the rate; and each
+    peak before a drop in KB per query/s of the traffic of the preceding ``slot + ttl`` seconds
+    (what the live slots hold at a peak), the same for one agent and two if the size is only traffic."""
+    slot = max(60, ttl // 6)
+    after = [s for s in samples if s["t_s"] >= ttl + 2 * slot + 20 and s.get("live_records")]
+    per_record = [round(s["hot_mb"] * 2**20 / s["live_records"]) for s in after]
+    peaks = []
+    for i in range(1, len(samples) - 1):
+        if samples[i + 1]["hot_partitions"] < samples[i]["hot_partitions"] or samples[i + 1]["hot_mb"] < samples[i]["hot_mb"] / 2:
+            before = [s for s in samples[:i] if s["t_s"] >= samples[i]["t_s"] - (slot + ttl)]
+            if before and samples[i]["t_s"] > before[0]["t_s"]:
+                rate = (samples[i]["queries"] - before[0]["queries"]) / (samples[i]["t_s"] - before[0]["t_s"])
+                peaks.append({"t_s": samples[i]["t_s"], "hot_mb": samples[i]["hot_mb"], "queries_per_s": round(rate),
+                              "kb_per_query_per_s": round(samples[i]["hot_mb"] * 2**20 / 1e3 / max(rate, 1e-9), 1)})
+    return {"hot_bytes_per_live_record_after_first_drops": {"min": min(per_record), "max": max(per_record)} if per_record else None,
+            "hot_peaks": peaks}
 
 
 def uptime() -> str:
