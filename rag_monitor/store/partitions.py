@@ -25,6 +25,11 @@ old, autovacuum off or not, and a slot partition is dropped after at most a few 
 transactions (an hour and a bit at a hundred group commits a second). The ``DEFAULT`` partitions
 keep autovacuum: they are the ones rows are deleted from.
 
+Rows stay inline up to a page (``toast_tuple_target = 8160``): a record is zlib-compressed JSON
+already (about 2.8 KB with its embeddings, ``benchmarks/results/hot_state.json``), above the
+default 2 KB target, where PostgreSQL would try to compress it again (in vain) and then move it
+into the TOAST table in chunks, each with its own index entry: three or four tuples written for one.
+
     partitions = SlotPartitions(db, slot_s=600)
     partitions.ensure(first_slot=now - 1800, last_slot=now + 1200)
     partitions.drop_through(cutoff)   # {"recent_records": rows, "recent_documents": rows}
@@ -45,8 +50,9 @@ log = logging.getLogger(__name__)
 HOT_TABLES = ("recent_records", "recent_documents")
 _NAME = re.compile(r"^(%s)_p(\d+)_(\d+)$" % "|".join(HOT_TABLES))
 LOCK_TIMEOUT = "2s"
-SLOT_STORAGE = "autovacuum_enabled = false, toast.autovacuum_enabled = false"
-"""A slot partition is never vacuumed nor analysed by autovacuum (see the module docstring)."""
+SLOT_STORAGE = "autovacuum_enabled = false, toast.autovacuum_enabled = false, toast_tuple_target = 8160"
+"""A slot partition is never vacuumed nor analysed by autovacuum, and keeps its rows inline (see
+the module docstring)."""
 
 
 def default_partition(table: str) -> str:
