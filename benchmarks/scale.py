@@ -25,8 +25,13 @@ exited backends included, the benchmark's own sampling backend left out) and its
 (``pg_stat_statements``, loaded at the server's start: calls and execution time per statement
 family), rows inserted (``pg_stat_user_tables``), table and index bytes grown
 before the first slot expires, WAL bytes (``pg_current_wal_lsn``); and the hot tables' size
-sampled through the run (flat once slots are dropped). Then a capacity model: cores for agents
-and for PostgreSQL and disk per day at 1,000 and 10,000 queries/s.
+sampled through the run (flat once slots are dropped). Where the server's CPU goes outside the
+statements: per backend type (client backends, autovacuum workers, WAL writer, background writer,
+checkpointer; ``scale_postgres.py``), transactions per query, autovacuum runs per table. Whether
+the hot tables grow or only hold more traffic (two agents write about twice as much per slot):
+bytes per live record, and each peak before a drop in KB per query/s of the traffic it holds
+(``hot_table_scale``). Then a capacity model: cores for agents and for PostgreSQL and disk per day
+at 1,000 and 10,000 queries/s.
 
     .venv/bin/python benchmarks/scale.py [--duration 300] [--ttl 60] [--threads 8] [--fill-duration 60]
     .venv/bin/python benchmarks/scale.py --quick --duration 60 --output /tmp/s.json   # one steady agent: before/after
@@ -49,92 +54,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load import Agent, spawn  # noqa: E402
+from scale_postgres import Postgres  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
 TRACES_PER_REQUEST = 20
 SAMPLE_EVERY_S = 5.0
-TOP_STATEMENTS = 12
 TARGETS = {"agent_cpu_us_per_query": 450, "postgres_cpu_us_per_query": 150, "data_bytes_per_query": 2048,
            "two_agents_cpu_ratio": 1.05}
-
-
-class Postgres:
-    """The cluster's CPU (every server process, exited backends included) and its write counters."""
-
-    def __init__(self, server, database: str):
-        import psutil
-        import psycopg
-
-        pid = int((server.datadir / "postmaster.pid").read_text().split()[0])
-        self.postmaster = psutil.Process(pid)
-        self.conn = psycopg.connect(f"host=127.0.0.1 port={server.port} user=postgres dbname={database}", autocommit=True)
-        self.own_backend = self.conn.info.backend_pid
-        """The backend serving ``counters``: its CPU is the benchmark's, not the agents' (sizing the
-        hot tables' partition trees every few seconds costs the server more than a few queries)."""
-
-    def cpu_s(self) -> float:
-        import psutil
-
-        total = sum(self.postmaster.cpu_times()[:4])  # its own and its reaped children's
-        for child in self.postmaster.children(recursive=True):
-            if child.pid == self.own_backend:
-                continue
-            try:
-                total += sum(child.cpu_times()[:2])
-            except psutil.NoSuchProcess:
-                pass
-        return total
-
-    def one(self, sql: str):
-        return self.conn.execute(sql).fetchone()[0]
-
-    def reset_statements(self) -> None:
-        self.conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        self.conn.execute("SELECT pg_stat_statements_reset()")
-
-    def statements(self, queries: int, top: int = TOP_STATEMENTS) -> dict:
-        """Per query, the agents' statements by total execution time (``pg_stat_statements``; the
-        benchmark's own sampling statements left out): calls, microseconds, rows."""
-        import re
-
-        raw = self.conn.execute(
-            "SELECT query, calls, total_exec_time, rows FROM pg_stat_statements "
-            "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND query !~* '(pg_stat_|pg_partition_tree|pg_current_wal_lsn|pg_total_relation_size)' "
-            "ORDER BY total_exec_time DESC").fetchall()
-        # One family per statement whatever its row count: multi-row VALUES and IN lists collapse.
-        families: dict[str, list[float]] = {}
-        for query, calls, ms, nrows in raw:
-            key = re.sub(r"\$\d+(::\w+)?", "$", " ".join(query.split()))
-            key = re.sub(r"(\([^()]*\))(, \([^()]*\))+", r"\1, ...", key)
-            key = re.sub(r"\(\$(, \$)+\)", "($, ...)", key)
-            family = families.setdefault(key, [0, 0.0, 0])
-            family[0] += calls
-            family[1] += ms
-            family[2] += nrows
-        rows = sorted(((q, c, ms, r) for q, (c, ms, r) in families.items()), key=lambda r: -r[2])
-        n = max(1, queries)
-        total_us = sum(r[2] for r in rows) * 1e3
-        return {
-            "exec_us_per_query": round(total_us / n, 1),
-            "calls_per_query": round(sum(r[1] for r in rows) / n, 3),
-            "top": [{"statement": q[:240], "calls_per_query": round(calls / n, 3),
-                     "exec_us_per_query": round(ms * 1e3 / n, 2), "rows_per_call": round(nrows / max(1, calls), 2)}
-                    for q, calls, ms, nrows in rows[:top]],
-        }
-
-    def counters(self) -> dict[str, float]:
-        self.conn.execute("SELECT pg_stat_clear_snapshot()")
-        return {
-            "wal_bytes": float(self.one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")),
-            "rows_inserted": float(self.one("SELECT coalesce(sum(n_tup_ins), 0) FROM pg_stat_user_tables")),
-            "data_bytes": float(self.one("SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_stat_user_tables")),
-            "hot_bytes": float(self.one(
-                "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM (SELECT relid FROM pg_partition_tree('recent_records') "
-                "UNION ALL SELECT relid FROM pg_partition_tree('recent_documents')) t")),
-            "hot_partitions": float(self.one(
-                "SELECT count(*) FROM pg_partition_tree('recent_records') WHERE isleaf")),
-        }
 
 
 def prefill_references(url: str, model: str, now: float) -> dict[str, int]:
@@ -205,7 +131,8 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         queries0 = sum(a.metrics().get("queries", 0) for a in agents)
         agent_cpu0 = [sum(a.ps.cpu_times()[:4]) for a in agents]
         pg.reset_statements()
-        pg_cpu0, counters0 = pg.cpu_s(), pg.counters()
+        pg.start_backend_sampling()
+        pg_cpu0, counters0, autovacuum0 = pg.cpu_s(), pg.counters(), pg.autovacuum_runs()
         t0 = time.monotonic()
         for h in hammers:
             h.stdin.write("GO\n")
@@ -225,6 +152,7 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
             samples.append({"t_s": round(time.monotonic() - t0, 1),
                             "queries": sum(a.metrics().get("queries", 0) for a in agents) - queries0,
                             "hot_mb": round(c["hot_bytes"] / 2**20, 2), "hot_partitions": int(c["hot_partitions"]),
+                            "live_records": int(c["live_records"]),
                             "data_mb": round((c["data_bytes"] - counters0["data_bytes"]) / 2**20, 2)})
         outputs = [json.loads(h.communicate(timeout=duration + 120)[0].strip().splitlines()[-1]) for h in hammers]
         window = time.monotonic() - t0
@@ -235,6 +163,9 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         agent_cpu = [sum(a.ps.cpu_times()[:4]) - c for a, c in zip(agents, agent_cpu0)]
         pg_cpu, counters = pg.cpu_s() - pg_cpu0, pg.counters()
         statements = pg.statements(int(queries))
+        by_backend = pg.backend_cpu(int(queries))
+        record_bytes = pg.one("SELECT avg(octet_length(record)) FROM recent_records")
+        autovacuum = {t: n - autovacuum0.get(t, 0) for t, n in pg.autovacuum_runs().items() if n > autovacuum0.get(t, 0)}
         # Bytes written to tables and indexes: their growth before any slot can have expired.
         early = [s for s in samples if s["t_s"] <= args.ttl and s["queries"]]
         growth = early[-1]["data_mb"] * 2**20 / early[-1]["queries"] if early else None
@@ -248,11 +179,22 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
             "agent_cpu_s": [round(c, 2) for c in agent_cpu],
             "agent_cpu_us_per_query": per_query(sum(agent_cpu) * 1e6),
             "postgres_cpu_us_per_query": per_query(pg_cpu * 1e6),
+            "postgres_cpu_us_per_query_by_backend": by_backend,
+            # Client backends' CPU outside any statement: parse, bind, commit, protocol (execution
+            # time is wall time, so this is a lower bound on a loaded machine).
+            "postgres_client_outside_statements_us_per_query": round(
+                by_backend.get("client backend", 0.0) - statements["exec_us_per_query"], 1),
             "postgres_statements": statements,
+            # The benchmark's own sampling (an autocommit statement a counter, and the snapshot's) left out.
+            "transactions_per_query": round((counters["transactions"] - counters0["transactions"]
+                                             - (len(counters) + 1) * (len(samples) + 1)) / max(1, queries), 4),
             "rows_inserted_per_query": round((counters["rows_inserted"] - counters0["rows_inserted"]) / max(1, queries), 3),
             "wal_bytes_per_query": per_query(counters["wal_bytes"] - counters0["wal_bytes"]),
             "data_bytes_per_query": round(growth, 1) if growth is not None else None,
             "hot_mb_after_first_drops": {"min": min(late), "max": max(late)} if late else None,
+            "hot_record_bytes_avg": round(float(record_bytes or 0)),
+            **hot_table_scale(samples, args.ttl),
+            "autovacuum_runs": autovacuum,
             "hot_samples": samples,
             "hammer_status": [o["by_status"] for o in outputs],
             "load_generator_cpu_s": [o["cpu_s"] for o in outputs],
@@ -263,6 +205,26 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         for a in agents:
             a.stop()
         pg.conn.close()
+
+
+def hot_table_scale(samples: list[dict], ttl: int) -> dict:
+    """Whether the hot tables grow or only hold more traffic: their bytes per live record (the
+    rows in the slots not dropped yet), flat if nothing accumulates whatever the rate; and each
+    peak before a drop in KB per query/s of the traffic of the preceding ``slot + ttl`` seconds
+    (what the live slots hold at a peak), the same for one agent and two if the size is only traffic."""
+    slot = max(60, ttl // 6)
+    after = [s for s in samples if s["t_s"] >= ttl + 2 * slot + 20 and s.get("live_records")]
+    per_record = [round(s["hot_mb"] * 2**20 / s["live_records"]) for s in after]
+    peaks = []
+    for i in range(1, len(samples) - 1):
+        if samples[i + 1]["hot_partitions"] < samples[i]["hot_partitions"] or samples[i + 1]["hot_mb"] < samples[i]["hot_mb"] / 2:
+            before = [s for s in samples[:i] if s["t_s"] >= samples[i]["t_s"] - (slot + ttl)]
+            if before and samples[i]["t_s"] > before[0]["t_s"]:
+                rate = (samples[i]["queries"] - before[0]["queries"]) / (samples[i]["t_s"] - before[0]["t_s"])
+                peaks.append({"t_s": samples[i]["t_s"], "hot_mb": samples[i]["hot_mb"], "queries_per_s": round(rate),
+                              "kb_per_query_per_s": round(samples[i]["hot_mb"] * 2**20 / 1e3 / max(rate, 1e-9), 1)})
+    return {"hot_bytes_per_live_record_after_first_drops": {"min": min(per_record), "max": max(per_record)} if per_record else None,
+            "hot_peaks": peaks}
 
 
 def uptime() -> str:

@@ -6,8 +6,11 @@ raising an item's inclusion probability under the sampler's single-draw design),
 stored whole, release sightings, and the spans of traces still waiting for their root.
 
     writer = IngestWriter(store, sampler, releases, limits)
-    spans = writer.with_stored_spans(request_spans)   # + spans other requests left pending
-    kept = writer.write(assembler.add(spans), request_spans)
+    with store.ingest.transaction() as conn:          # one transaction per group of requests
+        taken, stored = writer.take_stored_spans(conn, request_spans)   # spans other requests left pending
+        spans = writer.with_stored_spans(request_spans, stored)
+        written = writer.write(assembler.add(spans), request_spans, conn=conn, taken=taken)
+    writer.committed(written)                        # after the commit: the releases it saw first
 """
 
 from __future__ import annotations
@@ -49,25 +52,26 @@ class IngestWriter:
 
     # --- pending spans ------------------------------------------------------------------------
 
-    def stored_spans(self, spans: Sequence[Span]) -> dict[str, list[Span]]:
-        """The stored pending spans of the traces whose root is among ``spans``, per trace (one read).
+    def take_stored_spans(self, conn, spans: Sequence[Span]) -> tuple[set[str], dict[str, list[Span]]]:
+        """The traces whose root is among ``spans``, and their stored pending spans per trace,
+        taken (read and deleted: one statement) inside the group's transaction ``conn``.
 
         Any replica may have acknowledged (and stored) a trace's earlier spans, or this agent
         before a crash: the trace is assembled whole here. The assembler drops span ids it holds.
+        If the transaction fails, the deletion is rolled back with it: the spans stay stored.
         """
         roots = {span.trace_id for span in spans if is_root(span)}
-        stored = self.store.ingest.pending_spans(roots) if roots else {}
-        return {trace_id: [span for blob in blobs
-                           for span in decode_export_request(blob, CONTENT_TYPE_PROTOBUF, limits=self.limits).spans]
-                for trace_id, blobs in stored.items()}
+        stored = self.store.ingest.take_pending_in(conn, roots) if roots else {}
+        return roots, {trace_id: [span for blob in blobs
+                                  for span in decode_export_request(blob, CONTENT_TYPE_PROTOBUF, limits=self.limits).spans]
+                       for trace_id, blobs in stored.items()}
 
-    def with_stored_spans(self, spans: Sequence[Span], stored: dict[str, list[Span]] | None = None) -> list[Span]:
+    def with_stored_spans(self, spans: Sequence[Span], stored: dict[str, list[Span]]) -> list[Span]:
         """``spans`` plus the stored pending spans of the traces whose root is among them.
 
-        ``stored``: ``stored_spans`` read once for a group of requests; the spans of a trace go to
-        the first request with its root (taken out of ``stored``), as if the requests came one by one.
+        ``stored``: ``take_stored_spans`` of a group of requests; the spans of a trace go to the
+        first request with its root (taken out of ``stored``), as if the requests came one by one.
         """
-        stored = self.stored_spans(spans) if stored is None else stored
         if not stored:
             return list(spans)
         roots = {span.trace_id for span in spans if is_root(span)}
@@ -89,15 +93,18 @@ class IngestWriter:
 
     # --- one transaction ------------------------------------------------------------------------
 
-    def write(self, output, request_spans: Sequence[Span] = (), *, expiring: bool = False, now: float | None = None) -> Written:
-        """Persist ``output`` (and the request's still-pending spans) in one transaction.
+    def write(self, output, request_spans: Sequence[Span] = (), *, expiring: bool = False, now: float | None = None,
+              conn=None, taken: set[str] = frozenset()) -> Written:
+        """Persist ``output`` (and the request's still-pending spans) in one transaction: its own,
+        or the caller's ``conn`` (then the caller calls ``committed`` once it has committed).
 
         ``expiring``: the traces timed out here; each is kept only if this replica claims its
         stored spans (another replica that received the root has assembled it already).
+        ``taken``: traces whose stored spans ``take_stored_spans`` deleted in ``conn`` already.
         """
         records = output.records
         batch = IngestBatch(records=list(records), completed=list(output.spans_by_trace),
-                            pending=self._pending_rows(output, request_spans))
+                            pending=self._pending_rows(output, request_spans), taken=set(taken))
         if expiring:
             batch.claim_required = set(batch.completed)
         batch.feedback = [FeedbackEvent.from_feedback(r.trace_id, f) for r in records for f in r.feedback]
@@ -130,7 +137,7 @@ class IngestWriter:
                 batch.items.append(item)
             elif record is None and late.feedback.kind in LATE_STRATA:
                 written.pull_expired += 1
-        written.outcome = self.store.ingest.persist(batch, now=now)
+        written.outcome = self.store.ingest.persist(batch, now=now, conn=conn)
         # Late feedback counts once: a resent event (a retry after a lost acknowledgement) is not new.
         new = {(e.trace_id, e.key) for e in written.outcome.feedback_added}
         events = [FeedbackEvent.from_feedback(late.trace_id, late.feedback) for late in output.late_feedback]
@@ -141,9 +148,8 @@ class IngestWriter:
                 new.remove((e.trace_id, e.key))
                 kept.append(pair)
         written.late = kept
-        if written.outcome.first_seen:
-            self.releases.noted(written.outcome.first_seen)
-            self.releases.refresh(self.store.releases)
+        if conn is None:
+            self.committed(written)
         skipped = written.outcome.skipped
         # Counted once: a trace whose record was stored already (an exporter's retry, on this
         # replica or another) is not counted, scored for drift or checked for re-asks again.
@@ -152,6 +158,12 @@ class IngestWriter:
         # A rootless trace another replica completed is not a partial trace either.
         output.partial_traces -= sum(1 for t in skipped if lost_root(output.spans_by_trace[t]))
         return written
+
+    def committed(self, written: Written) -> None:
+        """Once ``written``'s transaction has committed: the releases it saw first are noted."""
+        if written.outcome.first_seen:
+            self.releases.noted(written.outcome.first_seen)
+            self.releases.refresh(self.store.releases)
 
     def _production_half(self, record: QueryRecord, batch_records: dict[str, QueryRecord]) -> QueryRecord | None:
         if not record.shadow_of:

@@ -6,8 +6,9 @@
 
 Order matters for "nothing acknowledged is lost": the store is written on the request path,
 before anything is fanned out, in one transaction per group of concurrent requests (group commit:
-``IngestPipeline.ingest``; ``agent/persist.py``), spans of
-traces still waiting for their root included; when it fails the traces completed by this request
+``IngestPipeline.ingest``; ``agent/persist.py``) that also takes the stored spans of the traces
+whose root the group brings (``store/ingest.py``), spans of traces still waiting for their root
+included; when it fails the traces completed by this request
 are handed back to the assembler's pending state, so the exporter's retry (after our 503)
 assembles them again instead of being counted as late spans. That write also decides "counted
 once": only the records it stored first reach the sinks. The request-level counters (decode,
@@ -157,26 +158,25 @@ class IngestPipeline(Component):
                     request.finish(error=exc)
             if not live:
                 return
-            try:
-                stored = self.writer.stored_spans([span for r in live for span in r.query_spans])
-            except StoreUnavailable as exc:
-                for request in live:
-                    m.store_errors.labels("ingest").inc()
-                    request.finish(error=exc)
-                return
             combined, group_spans = AssemblyOutput(), []
-            for request in live:
-                request.output = self.assembler.add(self.writer.with_stored_spans(request.query_spans, stored))
-                combined.merge(request.output)
-                group_spans.extend(request.query_spans)
             try:
-                written = self._process(combined, group_spans)
+                # One transaction: take the stored spans of the group's roots, assemble, write.
+                with self.metrics.store_latency.labels("ingest").time(), self.store.ingest.transaction() as conn:
+                    taken, stored = self.writer.take_stored_spans(conn, [span for r in live for span in r.query_spans])
+                    for request in live:
+                        request.output = self.assembler.add(self.writer.with_stored_spans(request.query_spans, stored))
+                        combined.merge(request.output)
+                        group_spans.extend(request.query_spans)
+                    written = self.writer.write(combined, group_spans, now=self.clock(), conn=conn, taken=taken)
             except StoreUnavailable as exc:
                 for request in live:
-                    self.assembler.reopen(request.output, resent=request.query_spans)
+                    if request.output is not None:  # assembled before the failure: its traces reopen
+                        self.assembler.reopen(request.output, resent=request.query_spans)
                     m.store_errors.labels("ingest").inc()
                     request.finish(error=exc)
                 return
+            self.writer.committed(written)
+            self._count_written(combined, written)
             for request in live:
                 m.spans_received.inc(len(request.spans))
             m.traces_pending.set(self.assembler.pending_traces)
@@ -232,6 +232,11 @@ class IngestPipeline(Component):
         """Persist, then count: metrics only move once the store has what they describe."""
         with self.metrics.store_latency.labels("ingest").time():
             written = self.writer.write(output, request_spans, expiring=expiring, now=self.clock())
+        self._count_written(output, written)
+        return written
+
+    def _count_written(self, output, written):
+        """After the commit: count what ``written`` kept and hand its records to the sinks."""
         for item in written.outcome.queued:
             if item.queue == DEFAULT_QUEUE:  # the review sample; the scored-only rest is the scorer's
                 self.metrics.sampled.labels(item.stratum).inc()
@@ -247,7 +252,6 @@ class IngestPipeline(Component):
             known = {r.trace_id: r for r in written.records} | {r.trace_id: r for r, _ in written.late if r is not None}
             batch.regenerated = [known.get(trace_id) for trace_id in sorted(written.outcome.regenerated)]
         self.sinks.records(batch)
-        return written
 
     # --- counting ---------------------------------------------------------------------------
 

@@ -150,18 +150,24 @@ class ScoringLoop:
         items = self.store.scores.unscored_items(self.scorer.name, limit=self.batch)
         done = 0
         annotations: list[tuple[dict, list]] = []
+        complete = True
         for start in range(0, len(items), self.chunk):
             if start:  # renew per chunk; a token that moved by more than our own takeover means another scorer
                 renewed = self.store.locks.acquire(self.lock_name, self.holder, self.lease_s, now=self._now())
                 if renewed is None or renewed > token + 1:
+                    complete = False
                     break
                 token = renewed
             counted = self._score_chunk(items[start:start + self.chunk], token, annotations)
             if counted is None:
+                complete = False
                 break
             done += counted
-        # Once a tick, after its scores: the count reads the whole backlog (O(backlog) each time).
-        self.metrics.scorer_backlog.set(self.store.scores.backlog(self.scorer.name))
+        # Once a tick, after its scores. Every unscored item up to the last one handed out is
+        # scored now: what is left are the items queued after it (an index range). Otherwise the
+        # backlog's anti-join against the scores (O(backlog) each time).
+        self.metrics.scorer_backlog.set(self.store.scores.queued_after(max(item.id for item in items))
+                                        if items and complete else self.store.scores.backlog(self.scorer.name))
         if self.annotate is not None and annotations:
             # After every chunk's metrics: a slow Phoenix must not hold them up, and a hanging one
             # costs one timeout per tick, not one per chunk.

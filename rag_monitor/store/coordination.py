@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from .engine import Database
+from .engine import Database, UnnestInsert
 from .models import Release, now_s
 from .schema import locks, regenerated_queries, releases, session_windows
 
@@ -152,8 +153,9 @@ class SessionWindows:
         self._claims = claims
         t = session_windows
         # Built once: SQLAlchemy caches their compiled form (the batch size varies per request).
-        select = sa.select(t.c.session_id, t.c.start_ns, t.c.words, t.c.trace_id, t.c.labels).where(
-            t.c.session_id.in_(sa.bindparam("ids", expanding=True)))
+        ids = (t.c.session_id.in_(sa.bindparam("ids", expanding=True)) if db.is_sqlite else
+               t.c.session_id == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(t.c.session_id.type))))
+        select = sa.select(t.c.session_id, t.c.start_ns, t.c.words, t.c.trace_id, t.c.labels).where(ids)
         # SQLite's BEGIN IMMEDIATE already serialises writers; PostgreSQL locks the rows it reads.
         self._select = select if db.is_sqlite else select.with_for_update()
         upsert = db.insert(t)
@@ -163,6 +165,12 @@ class SessionWindows:
             set_={c: getattr(upsert.excluded, c) for c in ("start_ns", "words", "seen_at", "trace_id", "labels")},
             where=upsert.excluded.start_ns >= t.c.start_ns,
         )
+        columns = ["session_id", "start_ns", "words", "seen_at", "trace_id", "labels"]
+        # PostgreSQL: every session of a batch in one prepared statement, not one per session.
+        self._upsert_rows = None if db.is_sqlite else UnnestInsert(
+            t, columns, "ON CONFLICT (session_id) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in columns[1:])
+            + " WHERE excluded.start_ns >= session_windows.start_ns")
 
     def swap(self, latest: dict[str, SessionQuery], *, now: float | None = None) -> dict[str, SessionQuery]:
         """Each session's last query (``SessionQuery``), replaced where newer; returns the previous ones."""
@@ -183,7 +191,10 @@ class SessionWindows:
             previous = {r.session_id: SessionQuery(r.start_ns, json.loads(r.words), r.trace_id,
                                                    tuple(json.loads(r.labels)[:SESSION_LABELS]))
                         for r in conn.execute(self._select, {"ids": list(latest)})}
-            conn.execute(self._upsert, rows)  # executemany of one cached statement
+            if self._upsert_rows is not None:
+                self._upsert_rows.execute(conn, rows)
+            else:
+                conn.execute(self._upsert, rows)  # executemany of one cached statement
             claimed = self._claims.claim_in(conn, regenerated(previous), now) if regenerated is not None else set()
         return previous, claimed
 

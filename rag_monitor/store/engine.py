@@ -38,6 +38,15 @@ def default_sqlite_url(data_dir: str | os.PathLike[str]) -> str:
     return f"sqlite:///{path / SQLITE_FILENAME}"
 
 
+PG_POOL_SIZE, PG_POOL_MAX = 10, 15
+"""PostgreSQL connections a replica keeps open, and opens at most. At production rates the
+request path, the sinks and the jobs use more than SQLAlchemy's default five at once: each
+connection beyond the pool was opened and closed again around one transaction, a new server
+backend every time (a fork, authentication, cold catalog caches, every statement parsed and
+prepared again). The most a replica opens stays the default's fifteen, so the server's
+``max_connections`` covers as many replicas as before."""
+
+
 class Database:
     """One engine plus the store's transaction helpers.
 
@@ -61,6 +70,8 @@ class Database:
                 parsed = parsed.set(drivername="postgresql+psycopg")
             self.engine = sa.create_engine(
                 parsed,
+                pool_size=PG_POOL_SIZE,
+                max_overflow=PG_POOL_MAX - PG_POOL_SIZE,
                 pool_timeout=connect_timeout_s,
                 connect_args={"connect_timeout": max(1, round(connect_timeout_s))},
             )
@@ -79,6 +90,14 @@ class Database:
     def insert(self, table: sa.Table) -> Any:
         """A dialect insert construct with ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
         return (sqlite.insert if self.is_sqlite else postgresql.insert)(table)
+
+    def any_of(self, column: sa.ColumnElement, values: list) -> sa.ColumnElement[bool]:
+        """``column IN values``; on PostgreSQL ``column = ANY(:array)``: one statement text
+        (prepared once per connection) whatever the number of values, where each length of an
+        ``IN`` list is a statement of its own, parsed and planned every time."""
+        if self.is_sqlite:
+            return column.in_(values)
+        return column == sa.any_(sa.bindparam(None, list(values), type_=postgresql.ARRAY(column.type)))
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -119,6 +138,38 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+_ARRAY_TYPES = ((sa.BigInteger, "bigint"), (sa.Integer, "integer"), (sa.Double, "double precision"),
+                (sa.Text, "text"), (sa.String, "varchar"), (sa.LargeBinary, "bytea"))
+
+
+class UnnestInsert:
+    """PostgreSQL: one ``INSERT ... SELECT * FROM unnest(<column arrays>)`` for any number of rows.
+
+    Its text is the same whatever the row count, so psycopg prepares it once per connection
+    (after ``prepare_threshold`` uses) and the server parses and plans it once; a multi-row
+    ``VALUES`` list (or an executemany) is parsed and planned again for every row count. ``tail``:
+    the ``ON CONFLICT`` and ``RETURNING`` clauses::
+
+        insert = UnnestInsert(review_items, ["queue", "trace_id"], "ON CONFLICT (queue, trace_id) DO NOTHING")
+        insert.execute(conn, [{"queue": "default", "trace_id": "..."}, ...])
+    """
+
+    def __init__(self, table: sa.Table, columns: list[str], tail: str = ""):
+        self.columns = columns
+        arrays = ", ".join(f"CAST(:{c} AS {_array_type(table.c[c].type)}[])" for c in columns)
+        self.statement = sa.text(f"INSERT INTO {table.name} ({', '.join(columns)}) SELECT * FROM unnest({arrays}) {tail}")
+
+    def execute(self, conn: Connection, rows: list[dict[str, Any]]) -> sa.CursorResult:
+        return conn.execute(self.statement, {c: [row[c] for row in rows] for c in self.columns})
+
+
+def _array_type(column_type: sa.types.TypeEngine) -> str:
+    for kind, name in _ARRAY_TYPES:
+        if isinstance(column_type, kind):
+            return name
+    raise TypeError(f"no array type for {column_type!r}")
 
 
 PING_IDLE_S = 1.0

@@ -14,6 +14,22 @@ exclusive lock on the parent, and waiting behind a long transaction would queue 
 behind the DDL. A statement that times out (or loses a race with another replica) is skipped;
 the next run tries again. SQLite has no partitions: there, expiry is the indexed ``DELETE``.
 
+Autovacuum is off on the slot partitions (``autovacuum_enabled = false``, their TOAST tables
+too): they are insert-only (a row is never updated, and a slot is dropped, not deleted from), so
+a vacuum finds no dead tuple to reclaim, and the insert-triggered vacuums and analyses
+(``autovacuum_vacuum_insert_threshold``) of a partition that fills at thousands of rows a second
+were CPU spent on tables that live ``ttl + 2`` slots. Their statistics are not needed either: a
+read is a primary-key lookup. Wraparound stays covered: PostgreSQL runs its anti-wraparound
+vacuum on any table whose oldest transaction id is ``autovacuum_freeze_max_age`` (200 million)
+old, autovacuum off or not, and a slot partition is dropped after at most a few million
+transactions (an hour and a bit at a hundred group commits a second). The ``DEFAULT`` partitions
+keep autovacuum: they are the ones rows are deleted from.
+
+Rows stay inline up to a page (``toast_tuple_target = 8160``): a record is zlib-compressed JSON
+already (about 2.8 KB with its embeddings, ``benchmarks/results/hot_state.json``), above the
+default 2 KB target, where PostgreSQL would try to compress it again (in vain) and then move it
+into the TOAST table in chunks, each with its own index entry: three or four tuples written for one.
+
     partitions = SlotPartitions(db, slot_s=600)
     partitions.ensure(first_slot=now - 1800, last_slot=now + 1200)
     partitions.drop_through(cutoff)   # {"recent_records": rows, "recent_documents": rows}
@@ -34,6 +50,9 @@ log = logging.getLogger(__name__)
 HOT_TABLES = ("recent_records", "recent_documents")
 _NAME = re.compile(r"^(%s)_p(\d+)_(\d+)$" % "|".join(HOT_TABLES))
 LOCK_TIMEOUT = "2s"
+SLOT_STORAGE = "autovacuum_enabled = false, toast.autovacuum_enabled = false, toast_tuple_target = 8160"
+"""A slot partition is never vacuumed nor analysed by autovacuum, and keeps its rows inline (see
+the module docstring)."""
 
 
 def default_partition(table: str) -> str:
@@ -83,7 +102,7 @@ class SlotPartitions:
             for table in HOT_TABLES:
                 if (table, start) not in existing and self._ddl(
                         f"CREATE TABLE IF NOT EXISTS {table}_p{start}_{end} PARTITION OF {table} "
-                        f"FOR VALUES FROM ({start}) TO ({end})"):
+                        f"FOR VALUES FROM ({start}) TO ({end}) WITH ({SLOT_STORAGE})"):
                     created += 1
             start = end
         return created

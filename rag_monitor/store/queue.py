@@ -1,6 +1,9 @@
 """The durable review queue: sampled records enqueued, their depth, their reviews read back.
 
 A trace is queued once per queue; a later, likelier draw (a complaint) upgrades it in place.
+On PostgreSQL a group commit's items go in as one ``unnest`` insert (``engine.UnnestInsert``):
+one prepared statement whatever the number of items, where a multi-row ``VALUES`` list was
+parsed and planned again for each length.
 Claiming and reviewing are ``workflow.py``'s.
 """
 
@@ -15,10 +18,14 @@ from sqlalchemy.engine import Connection
 
 from rag_monitor.record import QueryRecord
 
-from .engine import Database
+from .engine import Database, UnnestInsert
 from .errors import NotFound
 from .models import Review, ReviewItem, now_s, record_json
 from .schema import REVIEW_STATES, feedback, review_counts, review_items, review_skips, reviews
+
+_ROW_COLUMNS = ("queue", "trace_id", "stratum", "inclusion_prob", "weight", "counted_weight", "tenant", "record",
+                "pair_trace_id", "pair_record", "state", "created_at", "score_prob")
+"""What ``ReviewQueue._row`` fills in."""
 
 DEFAULT_QUEUE = "default"
 SCORE_QUEUE = "score"
@@ -39,6 +46,9 @@ class ReviewQueue:
 
     def __init__(self, db: Database):
         self._db = db
+        self._insert_rows = None if db.is_sqlite else UnnestInsert(
+            review_items, list(_ROW_COLUMNS), "ON CONFLICT (queue, trace_id) DO NOTHING RETURNING queue, trace_id")
+        """PostgreSQL: a group's items in one prepared statement (``UnnestInsert``)."""
 
     def enqueue(
         self,
@@ -100,8 +110,11 @@ class ReviewQueue:
                           score_prob=w.score_prob) for w in writes]
         if not rows:
             return []
-        new = {tuple(r) for r in conn.execute(self._insert_new.returning(review_items.c.queue, review_items.c.trace_id),
-                                              rows)}
+        if self._insert_rows is not None:
+            new = {tuple(r) for r in self._insert_rows.execute(conn, rows)}
+        else:
+            new = {tuple(r) for r in conn.execute(
+                self._insert_new.returning(review_items.c.queue, review_items.c.trace_id), rows)}
         out: list[str | None] = []
         for row in rows:
             key = (row["queue"], row["trace_id"])
@@ -168,7 +181,7 @@ class ReviewQueue:
         by_trace = {p.trace_id: p for p in productions}
         awaited = conn.execute(
             sa.select(t.c.pair_trace_id).distinct()
-            .where(t.c.pair_trace_id.in_(list(by_trace)), t.c.pair_record.is_(None))
+            .where(self._db.any_of(t.c.pair_trace_id, list(by_trace)), t.c.pair_record.is_(None))
         ).scalars().all()
         attached = 0
         for trace_id in awaited:

@@ -324,6 +324,14 @@ class Scores:
                 review_items.c.id > low, ~_scored(scorer))
             return conn.execute(stmt).scalar_one()
 
+    def queued_after(self, item_id: int) -> int:
+        """Distinct traces queued with an id above ``item_id``: the backlog of a scorer that has
+        scored every unscored item up to ``item_id`` (``unscored_items`` hands them out in id
+        order). A range of the primary key, no anti-join against ``scores``."""
+        with self._db.read() as conn:
+            return conn.execute(sa.select(sa.func.count(sa.distinct(review_items.c.trace_id))).where(
+                review_items.c.id > item_id)).scalar_one()
+
     @staticmethod
     def _low_water(conn: Connection, scorer: str | None) -> int:
         """Items at or below this id are scored by ``scorer`` (None: by the least advanced scorer)."""

@@ -3,7 +3,10 @@ spans reached two replicas assembled whole, and one transaction per OTLP request
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from sqlalchemy import event
 
 from tests.services import wait_until
 from tests.traces import body, child_spans, feedback_span, root_span, trace_id_of
@@ -66,6 +69,49 @@ def test_spans_acknowledged_by_one_replica_join_their_root_on_another(start_agen
     assert a.metric_sum("rag_queries_total") == 0 and b.metric_sum("rag_queries_total") == 1
     assert a.metric_sum("rag_agent_traces_partial_total") == 0  # nor as a partial trace
     assert b.store.recent.get(trace_id).retrieved == record.retrieved
+
+
+class GroupTransactions:
+    """Counts the store transactions each group commit of ``agent`` opens (the engine's ``begin``
+    hook, on the thread running ``IngestPipeline._commit_group``; the jobs' own are not counted)."""
+
+    def __init__(self, agent):
+        self.per_group: list[int] = []
+        local = threading.local()
+        pipeline = agent.agent.pipeline
+        commit_group = pipeline._commit_group
+
+        def counted(group):
+            local.count = 0
+            try:
+                return commit_group(group)
+            finally:
+                self.per_group.append(local.count)
+                del local.count
+
+        def begun(_conn):
+            if hasattr(local, "count"):
+                local.count += 1
+
+        event.listen(agent.store._db.engine, "begin", begun)
+        pipeline._commit_group = counted
+
+
+def test_a_root_joins_its_stored_spans_in_the_one_transaction_of_its_request(start_agent, postgres_url, sample_all):
+    a = start_agent(store_url=postgres_url, sampling_config=sample_all)
+    b = start_agent(store_url=postgres_url, sampling_config=sample_all)
+    for i, replica in enumerate((a, b)):  # the release is known to both (its first sighting reads the store once more)
+        assert replica.post(body([root_span(trace_id_of(20 + i))]))[0] == 200
+    transactions = GroupTransactions(a), GroupTransactions(b)
+    trace_id = trace_id_of(8)
+    assert a.post(body(child_spans(trace_id)))[0] == 200
+    assert b.post(body([root_span(trace_id)]))[0] == 200
+    # The stored spans were taken, the trace assembled whole and written in one transaction: no
+    # read before it.
+    assert [t.per_group for t in transactions] == [[1], [1]]
+    assert b.store.ingest.pending_span_rows() == 0
+    assert [d.id for d in b.store.recent.get(trace_id).retrieved] == ["doc-1", "doc-2"]
+    assert b.metric_sum("rag_queries_total") == 2  # the warm-up query and this one
 
 
 FAIL_FIRST_ENQUEUE = """

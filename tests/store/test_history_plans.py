@@ -89,8 +89,10 @@ def test_no_job_or_scrape_statement_scans_history(postgres_url):
         sa.event.listen(engine, "before_cursor_execute", capture)
         try:
             # The scoring job, the scrape collectors, the store_pruning and expiry jobs.
-            store.scores.unscored_items(SCORER, limit=100)
+            batch = store.scores.unscored_items(SCORER, limit=100)
             assert store.scores.backlog(SCORER) == WORK
+            # Once a batch is scored, the backlog is what was queued after it (the scoring job's gauge).
+            assert store.scores.queued_after(max(item.id for item in batch)) == WORK - len(batch)
             depth = store.queue.depth()
             assert depth == {"queued": OPEN, "claimed": 0, "reviewed": ROWS - OPEN}
             store.queue.release_expired_claims()

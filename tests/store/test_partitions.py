@@ -40,6 +40,16 @@ def test_slots_are_partitions_created_ahead_and_dropped_whole(postgres_url):
         assert rows[f"recent_records_p{slot}_{slot + 600}"] == 5
         assert rows[f"recent_records_p{slot + 600}_{slot + 1200}"] == 3
         assert rows["recent_records_default"] == 0  # nothing fell outside the prepared slots
+        # Insert-only and dropped whole: no autovacuum on a slot partition (nor its TOAST table),
+        # and rows inline up to a page; the default partition, deleted from, keeps autovacuum.
+        with store._db.read() as conn:
+            options = dict(conn.execute(sa.text(
+                "SELECT c.relname, coalesce(c.reloptions, '{}') || coalesce(t.reloptions, '{}') FROM pg_class c "
+                "LEFT JOIN pg_class t ON t.oid = c.reltoastrelid WHERE c.relname IN (:slot, :default)"),
+                {"slot": f"recent_records_p{slot}_{slot + 600}", "default": "recent_records_default"}).all())
+        assert sorted(options[f"recent_records_p{slot}_{slot + 600}"]) == [
+            "autovacuum_enabled=false", "autovacuum_enabled=false", "toast_tuple_target=8160"]
+        assert options["recent_records_default"] == []
 
         # An hour and a slot later the first slot has expired: its partitions go, the second stays.
         later = NOW + 3600 + 600 + 1
