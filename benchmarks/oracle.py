@@ -232,7 +232,7 @@ def _summary(args, production: bool, seeds_run: int, t0: float, failures, exampl
         "what": (PRODUCTION_WHAT if production else
                  "per seed: a fresh in-process agent (SQLite) fed the simulator's OTLP bodies through IngestPipeline.ingest; "
                  "every exported quantity compared with the truth; estimates' 95% intervals against the true values"),
-        "code": {"commit": _git("rev-parse", "HEAD"), "note": args.note},
+        "code": {"commit": args.commit, "note": args.note},
         "queries_per_seed": args.queries,
         "scenario": args.scenario,
         "sampling": production_sampling() if production else SAMPLING,
@@ -275,6 +275,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--note", default="", help="what code ran (recorded with the results)")
     parser.add_argument("--scenario", choices=("default", "production"), default="default")
     args = parser.parse_args(argv)
+    args.commit = _git("rev-parse", "HEAD")  # the code the run imports: read once, before a merge can move HEAD
     production = args.scenario == "production"
     out = args.out or (RESULTS_PRODUCTION if production else RESULTS)
 
