@@ -98,12 +98,19 @@ def test_from_the_demo_to_a_submitted_blind_review(tmp_path, browser):  # noqa: 
         page.keyboard.press("Digit1")  # the first candidate is relevant
         page.keyboard.press("Enter")
         page.wait_for_selector("#answer-step:visible", timeout=60_000)  # step 2: the answer
-        if page.is_visible("#pair-answers"):
-            page.check("input[name=preferred] >> nth=0")
-        page.keyboard.press("f")  # faithful: yes
+        page.keyboard.press("f")  # faithful: yes (answer A of a shadow pair)
         page.keyboard.press("c")  # correct: yes
+        if page.is_visible("#pair-answers"):  # a pair is judged per side: Shift marks answer B
+            page.check("input[name=preferred] >> nth=0")
+            page.keyboard.press("Shift+F")
+            page.keyboard.press("Shift+C")
         page.keyboard.press("Enter")
-        page.wait_for_selector("#status:has-text('Saved.')", timeout=60_000)
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout  # the browser fixture requires playwright
+
+        try:
+            page.wait_for_selector("#status:has-text('Saved.')", timeout=60_000)
+        except PlaywrightTimeout:  # "Not saved: <why>" says what the page refused
+            raise AssertionError(f"not saved: {page.inner_text('#status')!r}") from None
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.communicate(timeout=120)
