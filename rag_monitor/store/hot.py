@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -30,19 +31,9 @@ ZLIB_LEVEL = 1
 at ``benchmarks/scale.py``'s queries); zlib was most of the encoding's CPU on the request path."""
 
 
-_HASH_CACHE_ENTRIES = 4096
-_hashes: dict[str, str] = {}
-"""Recent contents' hashes: popular chunks come back query after query (bounded; cleared when full)."""
-
-
+@lru_cache(maxsize=4096)  # popular chunks come back query after query
 def content_hash(text: str) -> str:
-    key = _hashes.get(text)
-    if key is None:
-        key = hashlib.sha256(text.encode()).hexdigest()[:32]
-        if len(_hashes) >= _HASH_CACHE_ENTRIES:
-            _hashes.clear()
-        _hashes[text] = key
-    return key
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def encode_record(record: QueryRecord | dict[str, Any], *, compress: bool = True) -> tuple[bytes, dict[str, str]]:
