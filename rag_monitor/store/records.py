@@ -13,21 +13,11 @@ from rag_monitor.estimators import ScoredSums
 from rag_monitor.record import QueryRecord
 
 from .coordination import Locks
-from .engine import Database
+from .engine import Database, UnnestInsert
 from .models import FeedbackEvent, ReviewItem, Score, dump_json, now_s, record_json
 from .hot import decode_record, encode_record, referenced
 from .partitions import SlotPartitions
 from .schema import feedback, recent_documents, recent_records, review_items, score_sums, scorer_progress, scores
-
-
-_PUT_RECORDS = sa.text(
-    "INSERT INTO recent_records (trace_id, slot, record, added_at) "
-    "SELECT * FROM unnest(CAST(:trace_ids AS varchar[]), CAST(:slots AS bigint[]), CAST(:records AS bytea[]), "
-    "CAST(:added_at AS double precision[])) ON CONFLICT (trace_id, slot) DO NOTHING RETURNING trace_id")
-_PUT_DOCUMENTS = sa.text(
-    "INSERT INTO recent_documents (content_hash, slot, content) "
-    "SELECT * FROM unnest(CAST(:hashes AS varchar[]), CAST(:slots AS bigint[]), CAST(:contents AS text[])) "
-    "ON CONFLICT (content_hash, slot) DO NOTHING")
 
 
 class RecentRecords:
@@ -55,6 +45,10 @@ class RecentRecords:
         self._put_document = db.insert(recent_documents).on_conflict_do_nothing(index_elements=["content_hash", "slot"])
         self._partitions = None if db.is_sqlite else SlotPartitions(db, self.slot_s)
         """On PostgreSQL each slot is a partition, dropped whole (``store/partitions.py``)."""
+        self._put_records = UnnestInsert(recent_records, ["trace_id", "slot", "record", "added_at"],
+                                         "ON CONFLICT (trace_id, slot) DO NOTHING RETURNING trace_id")
+        self._put_documents = UnnestInsert(recent_documents, ["content_hash", "slot", "content"],
+                                           "ON CONFLICT (content_hash, slot) DO NOTHING")
 
     def slot_of(self, start_ns: int, now: float) -> int:
         """The slot of a trace that started at ``start_ns`` (epoch ns), seen at ``now``."""
@@ -88,19 +82,13 @@ class RecentRecords:
                                               for (key, slot), text in documents])
         return {row[0] for row in conn.execute(self._insert, rows)}
 
-    @staticmethod
-    def _put_arrays_in(conn: Connection, rows: list[dict[str, Any]], documents: list) -> set[str]:
-        """PostgreSQL: each table's rows as one statement over column arrays (``unnest``). Its text
-        is the same for any number of rows, so each connection parses and plans it once (psycopg
-        prepares it), where a multi-row ``VALUES`` list is a new statement for every row count."""
+    def _put_arrays_in(self, conn: Connection, rows: list[dict[str, Any]], documents: list) -> set[str]:
+        """PostgreSQL: each table's rows as one statement over column arrays (``UnnestInsert``)."""
         if documents:
-            conn.execute(_PUT_DOCUMENTS, {"hashes": [key for (key, _), _ in documents],
-                                          "slots": [slot for (_, slot), _ in documents],
-                                          "contents": [text for _, text in documents]})
-        return set(conn.execute(_PUT_RECORDS, {
-            "trace_ids": [r["trace_id"] for r in rows], "slots": [r["slot"] for r in rows],
-            "records": [r["record"] for r in rows], "added_at": [r["added_at"] for r in rows],
-        }).scalars())
+            self._put_documents.execute_columns(conn, {
+                "content_hash": [key for (key, _), _ in documents], "slot": [slot for (_, slot), _ in documents],
+                "content": [text for _, text in documents]})
+        return set(self._put_records.execute(conn, rows).scalars())
 
     def get(self, trace_id: str, *, live: bool = False, now: float | None = None) -> QueryRecord | None:
         """The cached record; with ``live``, None for one older than the ttl even if not pruned yet

@@ -134,3 +134,38 @@ def test_one_batch_queues_many_items_at_once_and_upgrades_a_trace_it_queued_twic
     again = store.ingest.persist(IngestBatch(items=items))  # a retry: nothing new, nothing lowered
     assert not again.queued and not again.upgraded
     assert store.queue.depth()["queued"] == 5
+
+
+def test_awkward_values_survive_the_group_write_unchanged(store):
+    """PostgreSQL takes a group's rows as binary column arrays: quotes, backslashes, braces,
+    commas, NULL-like words, non-ASCII and long text come back byte for byte, and an integral
+    probability (1, not 1.0) in a float column does not change the column's type."""
+    awkward = 'say "hi" \\ {a,b} NULL \'x\' — naïve 日本 \t\n' * 200
+    records = [make_record(30), make_record(31)]
+    (records[0].query, records[0].answer), (records[1].query, records[1].answer) = (awkward, "NULL"), ("{}", "\\")
+    items = [QueueWrite(records[0], "base", 1), QueueWrite(records[1], "base", 0.5, score_prob=1)]
+    store.ingest.persist(IngestBatch(records=records, items=items, pending=[("c" * 32, bytes(range(256)) * 3)]))
+    assert store.recent.get(records[0].trace_id).query == awkward
+    assert (store.recent.get(records[1].trace_id).query, store.recent.get(records[1].trace_id).answer) == ("{}", "\\")
+    assert store.queue.item_for_trace(records[0].trace_id).record["query"] == awkward
+    assert store.queue.item_for_trace(records[1].trace_id).inclusion_prob == 0.5
+    assert store.ingest.pending_spans(["c" * 32]) == {"c" * 32: [bytes(range(256)) * 3]}
+
+
+def test_an_unnest_insert_takes_integers_among_floats(postgres_url):
+    """Binary arrays need one element type: ``UnnestInsert`` makes a float column's values floats
+    and an integer column's integers (psycopg refuses a list of mixed types)."""
+    import sqlalchemy as sa
+
+    from rag_monitor.store.engine import Database, UnnestInsert
+
+    db = Database(postgres_url)
+    table = sa.Table("mixed", sa.MetaData(), sa.Column("p", sa.Double), sa.Column("n", sa.BigInteger))
+    try:
+        with db.write() as conn:
+            table.create(conn)
+            UnnestInsert(table, ["p", "n"]).execute(conn, [{"p": 1, "n": 2.0}, {"p": 0.5, "n": 3}, {"p": None, "n": None}])
+        with db.read() as conn:
+            assert conn.execute(sa.select(table.c.p, table.c.n)).all() == [(1.0, 2), (0.5, 3), (None, None)]
+    finally:
+        db.dispose()
