@@ -244,14 +244,18 @@ def _percentiles(values: list[float]) -> dict[str, float] | None:
 class Agent:
     """``python -m rag_monitor.cli agent`` configured by environment (as tests/agents.py's AgentProcess)."""
 
-    def __init__(self, data_dir: str, settings: dict[str, str] | None = None):
+    def __init__(self, data_dir: str, settings: dict[str, str] | None = None, source: Path = ROOT):
+        """``source``: the checkout whose ``rag_monitor`` the agent runs (another commit's worktree
+        for a baseline in the same run; it comes first on the agent's path)."""
         self.otlp_port, self.http_port = free_port(), free_port()
         env = dict(os.environ, RAG_MONITOR_DATA_DIR=data_dir, RAG_MONITOR_OTLP_PORT=str(self.otlp_port),
                    RAG_MONITOR_HTTP_PORT=str(self.http_port), RAG_MONITOR_HHEM_MODEL_PATH="",
                    RAG_MONITOR_DETECTOR_PROFILES="")
         env.update(settings or {})
+        if source != ROOT:
+            env["PYTHONPATH"] = os.pathsep.join([str(source), *filter(None, [os.environ.get("PYTHONPATH")])])
         self.log = open(f"{data_dir}.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "rag_monitor.cli", "agent"], env=env, cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "rag_monitor.cli", "agent"], env=env, cwd=source,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         import psutil
 

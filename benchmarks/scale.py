@@ -35,15 +35,23 @@ at 1,000 and 10,000 queries/s.
 
     .venv/bin/python benchmarks/scale.py [--duration 300] [--ttl 60] [--threads 8] [--fill-duration 60]
     .venv/bin/python benchmarks/scale.py --quick --duration 60 --output /tmp/s.json   # one steady agent: before/after
+    .venv/bin/python benchmarks/scale.py --quick --duration 60 --baseline HEAD~1 --output /tmp/s.json  # paired, one run
+
+Absolute CPU per query depends on the machine (``machine``: its speed at bare OTLP parsing, in
+this run; one day's VM here parsed 4x slower than another's). ``--baseline REV`` runs one steady
+agent of commit REV just before this checkout's, on the same store, load generator and machine:
+the ratio between them (``baseline.agent_cpu_ratio``) is what compares a change across days.
     .venv/bin/python benchmarks/scale.py --recapacity    # the capacity model again, from the results file
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -112,9 +120,11 @@ EMBEDDING_DIM = 384
 """all-MiniLM-L6-v2's (the shipped embedder)."""
 
 
-def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duration: float | None = None) -> dict:
+def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duration: float | None = None,
+          source: Path = ROOT) -> dict:
+    """``source``: the checkout the agents run (``--baseline``: another commit's worktree)."""
     duration = args.duration if duration is None else duration
-    database = f"scale{n_agents}{'' if steady else 'fill'}"
+    database = f"scale{n_agents}{'' if steady else 'fill'}{'' if source == ROOT else 'base'}"
     url = server.create_database(database)
     if steady and not args.no_drift:
         prefill_references(url, "all-MiniLM-L6-v2", time.time())
@@ -122,7 +132,8 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
                 "RAG_MONITOR_PRUNE_INTERVAL_S": "10"}
     if not args.no_drift:
         settings["RAG_MONITOR_DETECTOR_PROFILES"] = "default"
-    agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}"), settings) for i in range(n_agents)]
+    agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}{'' if source == ROOT else '-base'}"), settings, source)
+              for i in range(n_agents)]
     pg = Postgres(server, database)
     try:
         hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(duration), str(TRACES_PER_REQUEST),
@@ -138,9 +149,7 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
             h.stdin.write("GO\n")
             h.stdin.flush()
         profiler = None
-        if args.profile and steady:  # py-spy (not a dependency: PY_SPY or PATH) on the first agent
-            import subprocess
-
+        if args.profile and steady and source == ROOT:  # py-spy (not a dependency: PY_SPY or PATH) on the first agent
             profiler = subprocess.Popen([os.environ.get("PY_SPY", "py-spy"), "record", "--pid", str(agents[0].proc.pid),
                                          "--duration", str(int(duration) - 5), "--rate", "100", "--format", "raw",
                                          "--nonblocking", "-o", f"{args.profile}.agents{n_agents}"],
@@ -207,6 +216,42 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         pg.conn.close()
 
 
+@contextlib.contextmanager
+def baseline_checkout(rev: str, tmp: str):
+    """A detached worktree of ``rev`` (removed after): ``(its path, its commit)``."""
+    commit = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    path = Path(tmp) / "baseline"
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), commit], cwd=ROOT, check=True, capture_output=True)
+    try:
+        yield path, commit
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, capture_output=True)
+
+
+def machine_speed() -> dict:
+    """The machine's speed at the agent's kind of work: ``benchmarks/ingest_decode.py``'s baseline
+    (protobuf parsing and attributes read into dicts, one core), in spans per CPU second. CPU per
+    query scales with it from one machine to another; the results files of other days say theirs."""
+    from ingest_decode import baseline, build_payloads
+
+    payloads = build_payloads()
+    baseline(payloads)  # warm
+    start = time.process_time()
+    spans = sum(baseline(payloads) for _ in range(5))
+    return {"bare_otlp_parse_spans_per_cpu_s": round(spans / (time.process_time() - start)),
+            "what": "benchmarks/ingest_decode.py's baseline in this run"}
+
+
+def baseline_comparison(baseline: dict, one: dict) -> dict:
+    """This checkout's steady agent against the baseline commit's, measured one after the other in
+    this run. Absolute CPU per query depends on the machine (see ``machine``); the ratio does not."""
+    keys = ("agent_cpu_us_per_query", "postgres_cpu_us_per_query", "queries_per_s", "data_bytes_per_query")
+    return {"commit": baseline["commit"], **{f"baseline_{k}": baseline[k] for k in keys},
+            "agent_cpu_ratio": round(one["agent_cpu_us_per_query"] / baseline["agent_cpu_us_per_query"], 3),
+            "postgres_cpu_ratio": round(one["postgres_cpu_us_per_query"] / baseline["postgres_cpu_us_per_query"], 3),
+            "phase": baseline}
+
+
 def hot_table_scale(samples: list[dict], ttl: int) -> dict:
     """Whether the hot tables grow or only hold more traffic: their bytes per live record (the
     rows in the slots not dropped yet), flat if nothing accumulates whatever the rate; and each
@@ -229,8 +274,6 @@ def hot_table_scale(samples: list[dict], ttl: int) -> dict:
 
 def uptime() -> str:
     """The machine's load (other work shares its cores): ``uptime``'s line."""
-    import subprocess
-
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
@@ -307,6 +350,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one agent, steady state only (set --duration too)")
     parser.add_argument("--profile", help="py-spy raw profile of the first agent of each steady phase: PATH.agentsN")
     parser.add_argument("--output", help="write the results here instead of benchmarks/results/scale.json")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also run one steady agent of commit REV (a git worktree), just before this checkout's: "
+                             "the same machine, load generator and store, for a ratio that holds across machines")
     args = parser.parse_args()
     start_load = uptime()
     if args.recapacity:
@@ -326,6 +372,11 @@ def main() -> None:
             if args.fill_duration and not args.no_drift:
                 fill = phase(1, server, tmp, args, steady=False, duration=args.fill_duration)
                 print(json.dumps({k: v for k, v in fill.items() if k != "hot_samples"}), flush=True)
+            baseline = None
+            if args.baseline:
+                with baseline_checkout(args.baseline, tmp) as (source, commit):
+                    baseline = {"commit": commit, **phase(1, server, tmp, args, source=source)}
+                print(json.dumps({k: v for k, v in baseline.items() if k != "hot_samples"}), flush=True)
             phases = {}
             for n in counts:
                 phases[n] = phase(n, server, tmp, args)
@@ -338,6 +389,7 @@ def main() -> None:
         "script": "benchmarks/scale.py",
         "command": "python " + " ".join(["benchmarks/scale.py", *sys.argv[1:]]),
         "cpu_count": os.cpu_count(),
+        "machine": machine_speed(),
         "uptime_start": start_load,
         "settings": {"duration_s": args.duration, "recent_ttl_s": args.ttl, "drift_profiles": not args.no_drift,
                      "sampling": "shipped (base 1%, complaints, score_rate 10%)", "queries_per_request": TRACES_PER_REQUEST,
@@ -349,6 +401,7 @@ def main() -> None:
         "two_agents": two,
         "two_agents_cpu_ratio": round(two["agent_cpu_us_per_query"] / one["agent_cpu_us_per_query"], 3) if one and two else None,
         "reference_fill": reference_fill(fill, one) if fill and one else None,
+        "baseline": baseline_comparison(baseline, one) if baseline and one else None,
         "capacity": [capacity(one, rate) for rate in RATES] if one else None,
         "note": "CPU per query, not throughput, is what scales on this 2-core machine shared with the load "
                 "generators (and, when measured, other work: see uptime_start and each phase's uptime_end). "
