@@ -43,6 +43,7 @@ import random
 import re
 import resource
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -131,7 +132,7 @@ def generate(endpoint: str, rate: float, duration: float, burst: int, period: fl
 # --- raw OTLP payloads (probe and overload) ---------------------------------------------------
 
 class PayloadFactory:
-    """An SDK-encoded ExportTraceServiceRequest of ``traces`` queries; fresh trace ids per call.
+    """An SDK-encoded ExportTraceServiceRequest of ``traces`` queries; fresh trace ids and times per call.
 
     ``unique_queries``: each query's text also fresh per call (a 7-letter token patched in place),
     as a production app's questions are, while the documents repeat (popular chunks): the text
@@ -162,9 +163,19 @@ class PayloadFactory:
                         for trace_id in {span.trace_id for span in spans}]
         self.query_offsets = [[m.start() + 2 for m in re.finditer(re.escape(f"(#{self.FIRST_QUERY + i})".encode()), self.template)]
                               for i in range(traces)] if unique_queries else []
+        # Timestamps are fixed64, 8 bytes in place too: each body's spans start now, as a live
+        # app's do (a trace that started long ago is a replay, and the store treats those apart).
+        stamps = {t for span in spans for t in (span.start_time_unix_nano, span.end_time_unix_nano,
+                                                 *(e.time_unix_nano for e in span.events))}
+        self.built_ns = min(stamps)
+        self.time_offsets = [(m.start(), t) for t in stamps
+                             for m in re.finditer(re.escape(struct.pack("<Q", t)), self.template)]
 
     def body(self) -> bytes:
         out = bytearray(self.template)
+        shift = time.time_ns() - self.built_ns
+        for at, stamp in self.time_offsets:
+            out[at : at + 8] = struct.pack("<Q", stamp + shift)
         for offsets in self.offsets:
             fresh = os.urandom(16)
             for at in offsets:

@@ -29,7 +29,10 @@ class RecentRecords:
     from the trace's own start time (clamped to ``[now - ttl/2, now + slot_s]``), so every
     replica that assembles a trace writes the same ``(trace_id, slot)`` key: the first insert
     wins, a retried export landing on another replica finds the key taken and is not counted
-    again. A slot is dropped whole once it ends ``ttl_s`` before now.
+    again. A slot is dropped whole once it ends ``ttl_s`` before now. A trace whose start lies
+    outside that range (a replay, a long batch query, a skewed clock) gets a slot that moves with
+    ``now``, so its id is looked up in every slot first: such traces are rare, the lookup is one
+    index probe per live slot, and a retry of one minutes later is not counted again either.
     """
 
     def __init__(self, db: Database, ttl_s: float):
@@ -52,8 +55,13 @@ class RecentRecords:
 
     def slot_of(self, start_ns: int, now: float) -> int:
         """The slot of a trace that started at ``start_ns`` (epoch ns), seen at ``now``."""
-        start = min(max(start_ns / 1e9, now - self.ttl_s / 2), now + self.slot_s)
-        return int(start // self.slot_s) * self.slot_s
+        return self._slot(start_ns, now)[0]
+
+    def _slot(self, start_ns: int, now: float) -> tuple[int, bool]:
+        """``(slot, moves)``: ``moves`` when the start was clamped, so the slot depends on ``now``."""
+        start = start_ns / 1e9
+        clamped = min(max(start, now - self.ttl_s / 2), now + self.slot_s)
+        return int(clamped // self.slot_s) * self.slot_s, clamped != start
 
     def put(self, records: Iterable[QueryRecord | dict[str, Any]], now: float | None = None) -> int:
         """Write a batch in one transaction; returns how many were new."""
@@ -64,14 +72,20 @@ class RecentRecords:
         """``put`` inside the caller's transaction; returns the trace ids this call stored first
         (the others were stored already, by this replica or another: not to be counted again)."""
         added_at = now_s() if now is None else now
-        rows, documents = [], {}
+        rows, documents, moving = [], {}, []
         for record in records:
             trace_id = record.trace_id if isinstance(record, QueryRecord) else record_json(record)[0]
             start_ns = record.start_ns if isinstance(record, QueryRecord) else int(record.get("start_ns") or 0)
-            slot = self.slot_of(start_ns, added_at)
+            slot, moves = self._slot(start_ns, added_at)
+            if moves:
+                moving.append(trace_id)
             blob, contents = encode_record(record)
             rows.append({"trace_id": trace_id, "slot": slot, "record": blob, "added_at": added_at})
             documents.update({(key, slot): text for key, text in contents.items()})
+        if moving:  # stored in another slot already: not new
+            stored = set(conn.execute(sa.select(recent_records.c.trace_id).where(
+                self._db.any_of(recent_records.c.trace_id, moving))).scalars())
+            rows = [row for row in rows if row["trace_id"] not in stored]
         if not rows:
             return set()
         documents = sorted(documents.items())  # each content once per slot, whichever record brought it first

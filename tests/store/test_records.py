@@ -150,3 +150,23 @@ def test_recent_records_keep_each_document_once_per_slot(store):
     assert store.recent.prune(now=10_000.0) == 3
     with store._db.read() as conn:  # the slot's documents go with its records
         assert conn.execute(sa.select(sa.func.count()).select_from(recent_documents)).scalar_one() == 0
+
+
+def test_a_trace_older_than_half_the_ttl_is_counted_once_across_slots(store_url):
+    """Its slot is clamped to ``now - ttl/2`` and moves with ``now``: a retry two slots later, on
+    another replica, finds the trace stored and is not new; another old trace still is."""
+    from rag_monitor.store import open_store
+
+    replicas = [open_store(store_url), open_store(store_url, migrate=False)]
+    try:
+        recent = replicas[0].recent
+        now = 1_700_000_000.0
+        old = make_record(5000)  # started in 1970
+        assert recent.slot_of(old.start_ns, now) != recent.slot_of(old.start_ns, now + 2 * recent.slot_s)
+        assert replicas[0].recent.put([old], now=now) == 1
+        assert replicas[1].recent.put([old, make_record(5001)], now=now + 2 * recent.slot_s) == 1
+        assert replicas[1].recent.count() == 2
+        assert replicas[1].recent.get(old.trace_id).trace_id == old.trace_id
+    finally:
+        for s in replicas:
+            s.close()
