@@ -32,7 +32,7 @@ class RecentRecords:
     again. A slot is dropped whole once it ends ``ttl_s`` before now. A trace whose start lies
     outside that range (a replay, a long batch query, a skewed clock) gets a slot that moves with
     ``now``, so its id is looked up in every slot first: such traces are rare, the lookup is one
-    index probe per live slot, and a retry of one minutes later is not counted again either.
+    index probe per live slot, and a retry of such a trace minutes later is not counted again either.
     """
 
     def __init__(self, db: Database, ttl_s: float):
