@@ -41,6 +41,7 @@ Absolute CPU per query depends on the machine (``machine``: its speed at bare OT
 this run; one day's VM here parsed 4x slower than another's). ``--baseline REV`` runs one steady
 agent of commit REV just before this checkout's, on the same store, load generator and machine:
 the ratio between them (``baseline.agent_cpu_ratio``) is what compares a change across days.
+The machine drifts within a run too (±5% between pairs here): pair runs with ``--baseline-last``.
     .venv/bin/python benchmarks/scale.py --recapacity    # the capacity model again, from the results file
 """
 
@@ -246,7 +247,7 @@ def baseline_comparison(baseline: dict, one: dict) -> dict:
     """This checkout's steady agent against the baseline commit's, measured one after the other in
     this run. Absolute CPU per query depends on the machine (see ``machine``); the ratio does not."""
     keys = ("agent_cpu_us_per_query", "postgres_cpu_us_per_query", "queries_per_s", "data_bytes_per_query")
-    return {"commit": baseline["commit"], **{f"baseline_{k}": baseline[k] for k in keys},
+    return {"commit": baseline["commit"], "order": baseline["order"], **{f"baseline_{k}": baseline[k] for k in keys},
             "agent_cpu_ratio": round(one["agent_cpu_us_per_query"] / baseline["agent_cpu_us_per_query"], 3),
             "postgres_cpu_ratio": round(one["postgres_cpu_us_per_query"] / baseline["postgres_cpu_us_per_query"], 3),
             "phase": baseline}
@@ -353,6 +354,9 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REV",
                         help="also run one steady agent of commit REV (a git worktree), just before this checkout's: "
                              "the same machine, load generator and store, for a ratio that holds across machines")
+    parser.add_argument("--baseline-last", action="store_true",
+                        help="run the baseline after this checkout's phases: a machine that drifts during a run "
+                             "biases a pair one way, so pair runs of both orders")
     args = parser.parse_args()
     start_load = uptime()
     if args.recapacity:
@@ -372,15 +376,20 @@ def main() -> None:
             if args.fill_duration and not args.no_drift:
                 fill = phase(1, server, tmp, args, steady=False, duration=args.fill_duration)
                 print(json.dumps({k: v for k, v in fill.items() if k != "hot_samples"}), flush=True)
-            baseline = None
-            if args.baseline:
+            def run_baseline() -> dict:
                 with baseline_checkout(args.baseline, tmp) as (source, commit):
-                    baseline = {"commit": commit, **phase(1, server, tmp, args, source=source)}
-                print(json.dumps({k: v for k, v in baseline.items() if k != "hot_samples"}), flush=True)
+                    measured = {"commit": commit, "order": "after" if args.baseline_last else "before",
+                                **phase(1, server, tmp, args, source=source)}
+                print(json.dumps({k: v for k, v in measured.items() if k != "hot_samples"}), flush=True)
+                return measured
+
+            baseline = run_baseline() if args.baseline and not args.baseline_last else None
             phases = {}
             for n in counts:
                 phases[n] = phase(n, server, tmp, args)
                 print(json.dumps({k: v for k, v in phases[n].items() if k != "hot_samples"}), flush=True)
+            if args.baseline and args.baseline_last:
+                baseline = run_baseline()
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
