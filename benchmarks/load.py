@@ -264,7 +264,7 @@ class Agent:
                    RAG_MONITOR_DETECTOR_PROFILES="")
         env.update(settings or {})
         if source != ROOT:
-            env["PYTHONPATH"] = os.pathsep.join([str(source), *filter(None, [os.environ.get("PYTHONPATH")])])
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")]))
         self.log = open(f"{data_dir}.log", "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "rag_monitor.cli", "agent"], env=env, cwd=source,
                                      stdout=self.log, stderr=subprocess.STDOUT)

@@ -36,13 +36,13 @@ at 1,000 and 10,000 queries/s.
     .venv/bin/python benchmarks/scale.py [--duration 300] [--ttl 60] [--threads 8] [--fill-duration 60]
     .venv/bin/python benchmarks/scale.py --quick --duration 60 --output /tmp/s.json   # one steady agent: before/after
     .venv/bin/python benchmarks/scale.py --quick --duration 60 --baseline HEAD~1 --output /tmp/s.json  # paired, one run
+    .venv/bin/python benchmarks/scale.py --recapacity    # the capacity model again, from the results file
 
 Absolute CPU per query depends on the machine (``machine``: its speed at bare OTLP parsing, in
 this run; one day's VM here parsed 4x slower than another's). ``--baseline REV`` runs one steady
 agent of commit REV just before this checkout's, on the same store, load generator and machine:
 the ratio between them (``baseline.agent_cpu_ratio``) is what compares a change across days.
 The machine drifts within a run too (±5% between pairs here): pair runs with ``--baseline-last``.
-    .venv/bin/python benchmarks/scale.py --recapacity    # the capacity model again, from the results file
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
           source: Path = ROOT) -> dict:
     """``source``: the checkout the agents run (``--baseline``: another commit's worktree)."""
     duration = args.duration if duration is None else duration
-    database = f"scale{n_agents}{'' if steady else 'fill'}{'' if source == ROOT else 'base'}"
+    of_baseline = "" if source == ROOT else "base"
+    database = f"scale{n_agents}{'' if steady else 'fill'}{of_baseline}"
     url = server.create_database(database)
     if steady and not args.no_drift:
         prefill_references(url, "all-MiniLM-L6-v2", time.time())
@@ -133,8 +134,7 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
                 "RAG_MONITOR_PRUNE_INTERVAL_S": "10"}
     if not args.no_drift:
         settings["RAG_MONITOR_DETECTOR_PROFILES"] = "default"
-    agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}{'' if source == ROOT else '-base'}"), settings, source)
-              for i in range(n_agents)]
+    agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}{of_baseline}"), settings, source) for i in range(n_agents)]
     pg = Postgres(server, database)
     try:
         hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(duration), str(TRACES_PER_REQUEST),
@@ -376,6 +376,7 @@ def main() -> None:
             if args.fill_duration and not args.no_drift:
                 fill = phase(1, server, tmp, args, steady=False, duration=args.fill_duration)
                 print(json.dumps({k: v for k, v in fill.items() if k != "hot_samples"}), flush=True)
+
             def run_baseline() -> dict:
                 with baseline_checkout(args.baseline, tmp) as (source, commit):
                     measured = {"commit": commit, "order": "after" if args.baseline_last else "before",

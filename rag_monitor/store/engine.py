@@ -162,8 +162,9 @@ class UnnestInsert:
 
     def __init__(self, table: sa.Table, columns: list[str], tail: str = ""):
         self.columns = columns
-        self._convert = [_ARRAY_ELEMENT[_array_type(table.c[c].type)] for c in columns]
-        arrays = ", ".join(f"CAST(%({c})b AS {_array_type(table.c[c].type)}[])" for c in columns)
+        types = [_array_type(table.c[c].type) for c in columns]
+        self._convert = [_ARRAY_ELEMENT[t] for t in types]
+        arrays = ", ".join(f"CAST(%({c})b AS {t}[])" for c, t in zip(columns, types))
         self.statement = f"INSERT INTO {table.name} ({', '.join(columns)}) SELECT * FROM unnest({arrays}) {tail}"
 
     def execute(self, conn: Connection, rows: list[dict[str, Any]]) -> sa.CursorResult:
