@@ -42,7 +42,7 @@ Absolute CPU per query depends on the machine (``machine``: its speed at bare OT
 this run; one day's VM here parsed 4x slower than another's). ``--baseline REV`` runs one steady
 agent of commit REV just before this checkout's, on the same store, load generator and machine:
 the ratio between them (``baseline.agent_cpu_ratio``) is what compares a change across days.
-The machine drifts within a run too (±5% between pairs here): pair runs with ``--baseline-last``.
+The machine drifts within a run too (an A/A pair here: 0.93x): pair runs with ``--baseline-last``.
 """
 
 from __future__ import annotations
