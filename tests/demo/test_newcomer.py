@@ -110,7 +110,8 @@ def test_from_the_demo_to_a_submitted_blind_review(tmp_path, browser):  # noqa: 
         try:
             page.wait_for_selector("#status:has-text('Saved.')", timeout=60_000)
         except PlaywrightTimeout:  # "Not saved: <why>" says what the page refused
-            raise AssertionError(f"not saved: {page.inner_text('#status')!r}") from None
+            state = "running" if agent.poll() is None else f"exited {agent.returncode}: {agent.stderr.read()[-2000:]}"
+            raise AssertionError(f"not saved: {page.inner_text('#status')!r} (agent {state})") from None
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.communicate(timeout=120)

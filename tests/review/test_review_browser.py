@@ -51,6 +51,35 @@ def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_qu
     assert review.labels["corrected_answer"] == "Cancel online under Settings > Billing > Cancel plan."
 
 
+def test_the_saved_verdict_stays_in_the_status_line_with_the_next_item(start_agent, browser):
+    """"Saved." must not flash for one claim request: the reviewer (and a test) reads it with the next item."""
+    agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
+    for trace in ("a1" * 16, "b2" * 16):
+        agent.store.queue.enqueue(sample_record(trace), stratum="base", inclusion_prob=1.0)
+    page = browser.new_page()
+    page.goto(f"{agent.http_url}/review")
+    page.fill("#reviewer", "alice")
+    page.fill("#token", "alice-token")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#relevance:visible")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#answer-step:visible")
+    page.keyboard.press("f")
+    page.keyboard.press("c")
+
+    page.route("**/labels", lambda route: route.abort())  # the agent gives no answer: the labels stay
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#status:has-text('No answer from the server')")
+    assert page.is_visible("#answer-step") and page.is_checked("input[name=faithful][value=yes]")
+    assert not agent.store.queue.depth().get("reviewed")
+
+    page.unroute("**/labels")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#relevance:visible")  # the next item's first step
+    assert page.inner_text("#status") == "Saved."
+    assert agent.store.queue.depth().get("reviewed") == 1  # the second item is claimed, the first one stored
+
+
 def test_skip_from_the_keyboard_needs_a_reason(start_agent, browser):
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}")
     agent.store.queue.enqueue(sample_record(), stratum="base", inclusion_prob=1.0)

@@ -8,11 +8,17 @@ const csrf = document.querySelector('meta[name="csrf-token"]').content;
 let current = null;
 
 async function api(path, body, method = "POST") {
-  const response = await fetch(path, {
-    method, credentials: "same-origin",
-    headers: method === "POST" ? { "Content-Type": "application/json", "X-CSRF-Token": csrf } : { "X-CSRF-Token": csrf },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  let response;
+  try {
+    response = await fetch(path, {
+      method, credentials: "same-origin",
+      headers: method === "POST" ? { "Content-Type": "application/json", "X-CSRF-Token": csrf } : { "X-CSRF-Token": csrf },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (error) {  // no answer at all (the agent stopped, the network dropped): say so, keep the labels
+    text("status", `No answer from the server (${error.message}); your labels are still here, try again.`);
+    return null;
+  }
   if (response.status === 401) { location.reload(); return null; }
   return response;
 }
@@ -83,13 +89,16 @@ async function progress() {
   }));
 }
 
-async function next() {
+// `done` ("Saved.", "Skipped.") stays in the status line with the next item, so the reviewer
+// sees the last verdict was stored, not a message that flashes for one request.
+async function next(done = "") {
   const response = await api("/api/review/claim");
   progress();
   if (!response) return;
-  if (response.status === 204) { $("item").hidden = true; text("status", "The queue is empty. Thank you!"); current = null; return; }
-  if (!response.ok) { text("status", `Could not claim an item (${response.status}).`); return; }
-  text("status", "");
+  const prefix = done ? `${done} ` : "";
+  if (response.status === 204) { $("item").hidden = true; text("status", `${prefix}The queue is empty. Thank you!`); current = null; return; }
+  if (!response.ok) { text("status", `${prefix}Could not claim an item (${response.status}).`); return; }
+  text("status", done);
   render(await response.json());
 }
 
@@ -123,9 +132,8 @@ async function submitAnswer(event) {
     for (const side of ["a", "b"]) { labels[`faithful_${side}`] = radio(`faithful_${side}`); labels[`correct_${side}`] = radio(`correct_${side}`); }
   } else { labels.faithful = radio("faithful"); labels.correct = radio("correct"); }
   await post(`/api/review/items/${current.item}/labels`, labels, async (response) => {
-    text("status", "Saved.");
     const saved = await response.json();
-    if (saved.flagged) showFlagged(saved.flagged); else await next();
+    if (saved.flagged) { text("status", "Saved."); showFlagged(saved.flagged); } else await next("Saved.");
   });
 }
 
@@ -151,7 +159,7 @@ async function skip(event) {
   if (!current || current.step === "flagged") return;  // already saved: nothing to skip
   const reason = $("skip-reason").value.trim();
   if (!reason) { text("status", "Say why you skip (type a reason, then Enter)."); $("skip-reason").focus(); return; }
-  await post(`/api/review/items/${current.item}/skip`, { reason }, async () => { text("status", "Skipped."); await next(); });
+  await post(`/api/review/items/${current.item}/skip`, { reason }, async () => { await next("Skipped."); });
 }
 
 function check(name, value) { const el = document.querySelector(`input[name="${name}"][value="${value}"]`); if (el) el.checked = true; }
