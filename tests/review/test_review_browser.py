@@ -10,16 +10,21 @@ from tests.review.test_review_api import HIDDEN_VALUES, PRIVATE, sample_record
 pytestmark = pytest.mark.integration
 
 
-def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_queue(start_agent, browser):
-    agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
-    agent.store.queue.enqueue(sample_record(), stratum="thumbs_down", inclusion_prob=1.0)
-    page = browser.new_page(viewport={"width": 1200, "height": 900})
+def _alice_on_her_first_item(agent, page):
+    """Logs alice in (the keyboard's Enter) and waits for her first item's relevance step."""
     page.goto(f"{agent.http_url}/review")
     page.fill("#reviewer", "alice")
     page.fill("#token", "alice-token")
     page.keyboard.press("Enter")
-    page.wait_for_selector("#question:has-text('How do I cancel?')")
     page.wait_for_selector("#relevance:visible")
+    return page
+
+
+def test_reviewer_labels_both_steps_with_the_keyboard_and_the_item_leaves_the_queue(start_agent, browser):
+    agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
+    agent.store.queue.enqueue(sample_record(), stratum="thumbs_down", inclusion_prob=1.0)
+    page = _alice_on_her_first_item(agent, browser.new_page(viewport={"width": 1200, "height": 900}))
+    assert page.inner_text("#question") == "How do I cancel?"
 
     visible = page.inner_text("body") + page.content()
     for hidden in (*HIDDEN_VALUES, PRIVATE, "Settings > Billing."):
@@ -56,12 +61,7 @@ def test_the_saved_verdict_stays_in_the_status_line_with_the_next_item(start_age
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}", review_double_share=0.0)
     for trace in ("a1" * 16, "b2" * 16):
         agent.store.queue.enqueue(sample_record(trace), stratum="base", inclusion_prob=1.0)
-    page = browser.new_page()
-    page.goto(f"{agent.http_url}/review")
-    page.fill("#reviewer", "alice")
-    page.fill("#token", "alice-token")
-    page.keyboard.press("Enter")
-    page.wait_for_selector("#relevance:visible")
+    page = _alice_on_her_first_item(agent, browser.new_page())
     page.keyboard.press("Enter")
     page.wait_for_selector("#answer-step:visible")
     page.keyboard.press("f")
@@ -83,17 +83,13 @@ def test_the_saved_verdict_stays_in_the_status_line_with_the_next_item(start_age
 def test_skip_from_the_keyboard_needs_a_reason(start_agent, browser):
     agent = start_agent(review_tokens=f"alice:reviewer:{hash_token('alice-token')}")
     agent.store.queue.enqueue(sample_record(), stratum="base", inclusion_prob=1.0)
-    page = browser.new_page()
-    page.goto(f"{agent.http_url}/review")
-    page.fill("#reviewer", "alice")
-    page.fill("#token", "alice-token")
-    page.keyboard.press("Enter")
-    page.wait_for_selector("#relevance:visible")
+    page = _alice_on_her_first_item(agent, browser.new_page())
     page.keyboard.press("s")
     assert page.evaluate("document.activeElement.id") == "skip-reason"
     page.keyboard.type("not my area")
     page.keyboard.press("Enter")
     page.wait_for_selector("#status:has-text('queue is empty')")
+    assert page.inner_text("#status").startswith("Skipped.")
     assert agent.metric("rag_review_reviewer_skips", {"reviewer": "alice"}) == 1
 
 
