@@ -151,9 +151,10 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
             h.stdin.flush()
         profiler = None
         if args.profile and steady and source == ROOT:  # py-spy (not a dependency: PY_SPY or PATH) on the first agent
+            # --gil: only the thread running Python; a thread waiting in zlib or libpq to take the GIL back is not work.
             profiler = subprocess.Popen([os.environ.get("PY_SPY", "py-spy"), "record", "--pid", str(agents[0].proc.pid),
                                          "--duration", str(int(duration) - 5), "--rate", "100", "--format", "raw",
-                                         "--nonblocking", "-o", f"{args.profile}.agents{n_agents}"],
+                                         "--nonblocking", "--gil", "-o", f"{args.profile}.agents{n_agents}"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         samples = []
         while time.monotonic() - t0 < duration:
