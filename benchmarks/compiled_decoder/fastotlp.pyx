@@ -79,10 +79,10 @@ cdef object any_value(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end):
             value = read_double(b, pos); pos += 8
         elif field == 5 and wt == 2:
             n = length(b, &pos, end)
-            value = array_values(b, pos, pos + n); pos += n
+            value = field_one(b, pos, pos + n, False); pos += n
         elif field == 6 and wt == 2:
             n = length(b, &pos, end)
-            value = key_values(b, pos, pos + n); pos += n
+            value = field_one(b, pos, pos + n, True); pos += n
         elif field == 7 and wt == 2:
             n = length(b, &pos, end)
             value = PyBytes_FromStringAndSize(<const char*>(b + pos), n); pos += n
@@ -90,32 +90,24 @@ cdef object any_value(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end):
             pos = skip(b, pos, end, wt)
     return value
 
-cdef list array_values(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end):
-    cdef list out = []
+cdef object field_one(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, bint as_dict):
+    # The repeated field 1 of ArrayValue (AnyValues: a list), KeyValueList and Resource (KeyValues: a dict)
+    cdef list items = []
+    cdef dict pairs = {}
     cdef uint64_t key
     cdef Py_ssize_t n
     while pos < end:
         key = varint(b, &pos, end)
         if key == 0x0a:
             n = length(b, &pos, end)
-            out.append(any_value(b, pos, pos + n)); pos += n
+            if as_dict:
+                one_kv(b, pos, pos + n, pairs)
+            else:
+                items.append(any_value(b, pos, pos + n))
+            pos += n
         else:
             pos = skip(b, pos, end, <int>(key & 7))
-    return out
-
-cdef dict key_values(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end):
-    # repeated KeyValue values = 1 (in KeyValueList), same layout as the attributes field's elements
-    cdef dict out = {}
-    cdef uint64_t key
-    cdef Py_ssize_t n
-    while pos < end:
-        key = varint(b, &pos, end)
-        if key == 0x0a:
-            n = length(b, &pos, end)
-            one_kv(b, pos, pos + n, out); pos += n
-        else:
-            pos = skip(b, pos, end, <int>(key & 7))
-    return out
+    return pairs if as_dict else items
 
 cdef int one_kv(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, dict out) except -1:
     cdef uint64_t key
@@ -202,16 +194,9 @@ def decode(bytes data):
         resource = {}
         while rpos < rend:
             key = varint(b, &rpos, rend)
-            if key == 0x0a:  # resource
+            if key == 0x0a:  # resource: its attributes are field 1, laid out as a KeyValueList's values
                 n = length(b, &rpos, rend)
-                spos = rpos; send = rpos + n; rpos = send
-                while spos < send:
-                    key = varint(b, &spos, send)
-                    if key == 0x0a:
-                        n = length(b, &spos, send)
-                        one_kv(b, spos, spos + n, resource); spos += n
-                    else:
-                        spos = skip(b, spos, send, <int>(key & 7))
+                resource = field_one(b, rpos, rpos + n, True); rpos += n
             elif key == 0x12:  # scope_spans
                 n = length(b, &rpos, rend)
                 spos = rpos; send = rpos + n; rpos = send
