@@ -244,6 +244,11 @@ def machine_speed() -> dict:
             "what": "benchmarks/ingest_decode.py's baseline in this run"}
 
 
+def print_phase(measured: dict) -> None:
+    """One phase's figures as a JSON line while the run goes on (its hot-table samples left out)."""
+    print(json.dumps({k: v for k, v in measured.items() if k != "hot_samples"}), flush=True)
+
+
 def baseline_comparison(baseline: dict, one: dict) -> dict:
     """This checkout's steady agent against the baseline commit's, measured one after the other in
     this run. Absolute CPU per query depends on the machine (see ``machine``); the ratio does not."""
@@ -376,20 +381,20 @@ def main() -> None:
             fill = None
             if args.fill_duration and not args.no_drift:
                 fill = phase(1, server, tmp, args, steady=False, duration=args.fill_duration)
-                print(json.dumps({k: v for k, v in fill.items() if k != "hot_samples"}), flush=True)
+                print_phase(fill)
 
             def run_baseline() -> dict:
                 with baseline_checkout(args.baseline, tmp) as (source, commit):
                     measured = {"commit": commit, "order": "after" if args.baseline_last else "before",
                                 **phase(1, server, tmp, args, source=source)}
-                print(json.dumps({k: v for k, v in measured.items() if k != "hot_samples"}), flush=True)
+                print_phase(measured)
                 return measured
 
             baseline = run_baseline() if args.baseline and not args.baseline_last else None
             phases = {}
             for n in counts:
                 phases[n] = phase(n, server, tmp, args)
-                print(json.dumps({k: v for k, v in phases[n].items() if k != "hot_samples"}), flush=True)
+                print_phase(phases[n])
             if args.baseline and args.baseline_last:
                 baseline = run_baseline()
     finally:

@@ -6,7 +6,7 @@
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memcpy
-from libc.stdint cimport uint64_t, int64_t, uint32_t
+from libc.stdint cimport uint64_t, int64_t
 
 cdef inline uint64_t varint(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end) except? 0xFFFFFFFFFFFFFFFF:
     cdef uint64_t result = 0
@@ -79,10 +79,10 @@ cdef object any_value(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end):
             value = read_double(b, pos); pos += 8
         elif field == 5 and wt == 2:
             n = length(b, &pos, end)
-            value = field_one(b, pos, pos + n, False); pos += n
+            value = field_one(b, pos, pos + n, None); pos += n
         elif field == 6 and wt == 2:
             n = length(b, &pos, end)
-            value = field_one(b, pos, pos + n, True); pos += n
+            value = field_one(b, pos, pos + n, {}); pos += n
         elif field == 7 and wt == 2:
             n = length(b, &pos, end)
             value = PyBytes_FromStringAndSize(<const char*>(b + pos), n); pos += n
@@ -90,24 +90,24 @@ cdef object any_value(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end):
             pos = skip(b, pos, end, wt)
     return value
 
-cdef object field_one(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, bint as_dict):
-    # The repeated field 1 of ArrayValue (AnyValues: a list), KeyValueList and Resource (KeyValues: a dict)
+cdef object field_one(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, dict pairs):
+    # The repeated field 1 of ArrayValue (AnyValues: a list; pairs None), KeyValueList and Resource
+    # (KeyValues: filled into pairs, which spans already decoded may share when the resource comes last)
     cdef list items = []
-    cdef dict pairs = {}
     cdef uint64_t key
     cdef Py_ssize_t n
     while pos < end:
         key = varint(b, &pos, end)
         if key == 0x0a:
             n = length(b, &pos, end)
-            if as_dict:
+            if pairs is not None:
                 one_kv(b, pos, pos + n, pairs)
             else:
                 items.append(any_value(b, pos, pos + n))
             pos += n
         else:
             pos = skip(b, pos, end, <int>(key & 7))
-    return pairs if as_dict else items
+    return items if pairs is None else pairs
 
 cdef int one_kv(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, dict out) except -1:
     cdef uint64_t key
@@ -196,7 +196,7 @@ def decode(bytes data):
             key = varint(b, &rpos, rend)
             if key == 0x0a:  # resource: its attributes are field 1, laid out as a KeyValueList's values
                 n = length(b, &rpos, rend)
-                resource = field_one(b, rpos, rpos + n, True); rpos += n
+                field_one(b, rpos, rpos + n, resource); rpos += n
             elif key == 0x12:  # scope_spans
                 n = length(b, &rpos, rend)
                 spos = rpos; send = rpos + n; rpos = send
