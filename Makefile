@@ -11,7 +11,7 @@ EXTRAS := agent,report,embeddings,hhem,phoenix,postgres,dev
 
 .PHONY: test demo screenshots venv system-deps tools bench clean helm-sync alerts-generate dashboards image image-slim
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py rag_monitor/collectors/otlp/wire.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(TORCH)

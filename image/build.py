@@ -120,7 +120,8 @@ class Podman:
 
 
 def base_image(podman: Podman, tag: str = BASE_IMAGE, log=print) -> str:
-    """A minimal Debian with python3, made with debootstrap and imported once."""
+    """A minimal Debian with python3 and its headers (as python:3.11-slim has them: the agent's
+    decoder compiles against them), made with debootstrap and imported once."""
     if podman.image_exists(tag):
         return tag
     mirror, suite = debian_mirror()
@@ -128,7 +129,7 @@ def base_image(podman: Podman, tag: str = BASE_IMAGE, log=print) -> str:
     rootfs = Path(tempfile.mkdtemp(prefix="rag-monitor-rootfs-", dir=podman.state))
     try:
         subprocess.run(
-            ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,python-is-python3,ca-certificates",
+            ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,python3-dev,python-is-python3,ca-certificates",
              suite, str(rootfs), mirror],
             check=True, capture_output=True, text=True,
         )

@@ -48,6 +48,7 @@ from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annota
 from rag_monitor.agent.scrape import ReviewStatsCollector, StoreGauges
 from rag_monitor.agent.tail_sampling import TailSampler
 from rag_monitor.alerts.metrics import AgentMetrics
+from rag_monitor.collectors.otlp.body import PROTOBUF_DECODER
 from rag_monitor.faithfulness import load_scorer
 from rag_monitor.faithfulness.judge import judge_from_settings
 from rag_monitor.faithfulness.worker import FaithfulnessWorker
@@ -352,7 +353,8 @@ class Agent:
         check_listen_address(s.http_host, s.http_port, "http_host/http_port")
         self.open()
         tune_garbage_collector()
-        log.info("rag-monitor agent: OTLP on %s:%s, metrics and review on %s:%s", s.otlp_host, s.otlp_port, s.http_host, s.http_port)
+        log.info("rag-monitor agent: OTLP on %s:%s (%s protobuf decoder), metrics and review on %s:%s",
+                 s.otlp_host, s.otlp_port, PROTOBUF_DECODER, s.http_host, s.http_port)
         asyncio.run(self.serve())
         if self._startup_error is not None:
             raise self._startup_error

@@ -83,6 +83,9 @@ def test_slim_image_builds_starts_and_answers_as_a_non_root_user():
     env = {"RAG_MONITOR_OTLP_PORT": str(otlp_port), "RAG_MONITOR_HTTP_PORT": str(http_port)}
     with build.running(podman, TAG, env) as name:
         wait_until(lambda: _healthy(http_port), timeout=120, what="the container's /healthz")
+        logs = podman.run("podman", "logs", name)
+        started = logs.stdout + logs.stderr
+        assert "(compiled protobuf decoder)" in started, started[-2000:]
         assert _get(f"http://127.0.0.1:{otlp_port}/healthz")[0] == 200
 
         pid = int(podman.run("podman", "inspect", "--format", "{{.State.Pid}}", name).stdout.strip())

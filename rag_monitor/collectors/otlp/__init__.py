@@ -6,7 +6,8 @@
     encode_export_request(spans)                   # protobuf bytes, to forward redacted spans
 
 Modules: ``spans`` (the ``Span`` model and the errors), ``body`` (media types, compression,
-limits), ``proto`` and ``jsonmap`` (the two wire encodings), ``encode`` (spans back to protobuf).
+limits), ``wire`` (protobuf, compiled), ``proto`` (protobuf through upb: the fallback) and
+``jsonmap`` (JSON), ``checks`` (what the decoders check), ``encode`` (spans back to protobuf).
 """
 
 from rag_monitor.collectors.otlp.body import CONTENT_TYPE_JSON, CONTENT_TYPE_PROTOBUF, decode_export_request

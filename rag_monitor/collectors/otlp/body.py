@@ -18,9 +18,18 @@ import zlib
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from rag_monitor.collectors.config import IngestLimits
+from rag_monitor.collectors.otlp.checks import SpanChecks
 from rag_monitor.collectors.otlp.jsonmap import JsonDecoder
 from rag_monitor.collectors.otlp.proto import ProtoDecoder
 from rag_monitor.collectors.otlp.spans import BodyTooLarge, DecodeResult, OTLPDecodeError, UnsupportedMediaType
+
+try:
+    from rag_monitor.collectors.otlp import wire  # compiled by pip install (setup.py); optional
+except ImportError:  # built where no C compiler was: upb and ProtoDecoder give the same spans
+    wire = None
+
+PROTOBUF_DECODER = "compiled" if wire is not None else "upb"
+"""Which protobuf decoder ``decode_export_request`` uses: the agent logs it at start."""
 
 CONTENT_TYPE_PROTOBUF = "application/x-protobuf"
 CONTENT_TYPE_JSON = "application/json"
@@ -96,12 +105,7 @@ def decode_export_request(
         )
     raw = _decompress(bytes(body), content_encoding, limits.max_body_bytes)
     if media_type == CONTENT_TYPE_PROTOBUF:
-        request = ExportTraceServiceRequest()
-        try:
-            request.ParseFromString(raw)
-        except Exception as exc:  # google.protobuf.message.DecodeError, and upb's variants
-            raise OTLPDecodeError(f"body is not a valid protobuf ExportTraceServiceRequest: {exc}") from None
-        return ProtoDecoder(limits).decode(request)
+        return decode_protobuf(raw, limits) if wire is not None else decode_protobuf_upb(raw, limits)
     try:
         document = json.loads(raw)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, ints over 4300 digits
@@ -120,3 +124,21 @@ def decode_export_request(
         if isinstance(exc, OTLPDecodeError):
             raise
         raise OTLPDecodeError(f"body is not a valid OTLP JSON trace export: {exc}") from None
+
+
+def decode_protobuf(raw: bytes, limits: IngestLimits) -> DecodeResult:
+    """An uncompressed protobuf body, with the compiled decoder (``wire`` must be built)."""
+    try:
+        return wire.decode(raw, SpanChecks(limits))
+    except ValueError as exc:  # a malformed body, UnicodeDecodeError included
+        raise OTLPDecodeError(f"body is not a valid protobuf ExportTraceServiceRequest: {exc}") from None
+
+
+def decode_protobuf_upb(raw: bytes, limits: IngestLimits) -> DecodeResult:
+    """An uncompressed protobuf body, with upb and ``ProtoDecoder``: the fallback, and the reference the compiled one is tested against."""
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(raw)
+    except Exception as exc:  # google.protobuf.message.DecodeError, and upb's variants
+        raise OTLPDecodeError(f"body is not a valid protobuf ExportTraceServiceRequest: {exc}") from None
+    return ProtoDecoder(limits).decode(request)

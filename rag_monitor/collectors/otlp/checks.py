@@ -30,17 +30,20 @@ class SpanChecks:
     def _reject(self, reason: str) -> None:
         self.result.reject(reason)
 
-    def _check_vector(self, attrs: dict[str, Any], key: str, values: list) -> None:
-        """Drop an embedding vector with NaN/inf or too many dimensions (counted)."""
+    def vector_ok(self, key: str, values: list) -> bool:
+        """False for an embedding vector with NaN/inf or too many dimensions (other keys: True)."""
         if not (key.startswith(_VECTOR_PREFIX) and key.endswith(_VECTOR_SUFFIX)):
-            return
+            return True
         try:
             # A finite sum means every element is finite (NaN and inf propagate); only a sum
             # that overflowed needs the element-wise test.
-            ok = len(values) <= self.max_dim and (math.isfinite(sum(values)) or all(map(math.isfinite, values)))
+            return len(values) <= self.max_dim and (math.isfinite(sum(values)) or all(map(math.isfinite, values)))
         except (TypeError, OverflowError):  # a non-numeric element, an int past float range: not a vector
-            ok = False
-        if not ok:
+            return False
+
+    def _check_vector(self, attrs: dict[str, Any], key: str, values: list) -> None:
+        """Drop an embedding vector that is not ``vector_ok`` (counted)."""
+        if not self.vector_ok(key, values):
             del attrs[key]
             self.result.rejected_embeddings += 1
 
