@@ -2,13 +2,14 @@
 
 ``optional=True``: where no C compiler is at hand the build goes on without it, and the agent
 decodes with upb and ``ProtoDecoder`` (the same spans, at several times the CPU; the agent's
-start-up line says which decoder runs).
+start-up line says which decoder runs). It reads fixed-width fields in the host's byte order, so
+it is built on little-endian hosts only (x86, ARM).
 """
+
+import sys
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-setup(ext_modules=cythonize(
-    [Extension("rag_monitor.collectors.otlp.wire", ["rag_monitor/collectors/otlp/wire.pyx"], optional=True)],
-    language_level=3,
-))
+decoder = [Extension("rag_monitor.collectors.otlp.wire", ["rag_monitor/collectors/otlp/wire.pyx"], optional=True)]
+setup(ext_modules=cythonize(decoder, language_level=3) if sys.byteorder == "little" else [])

@@ -12,16 +12,12 @@ This reads the wire format once, into the same spans, counts and rejection reaso
 - protobuf's merge rules hold: the last scalar wins, a singular message sent twice merges, a
   oneof keeps its last member (an array or kvlist sent twice is one array, one kvlist).
 """
-from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.string cimport memcpy
 
 from rag_monitor.collectors.otlp.spans import Scope, Span, SpanEvent, SpanLink
 
-MAX_DEPTH = 101
-"""Messages nested in one body, the request included: upb's limit, as the Python runtime sets it."""
-cdef int _MAX_DEPTH = MAX_DEPTH
+include "wire_format.pxi"
+
 cdef bytes _ZERO_SPAN_ID = bytes(8)
 
 # AnyValue's oneof members (common.proto), by field number.
@@ -36,55 +32,6 @@ cdef enum:
     BYTES_VALUE = 7
 
 
-cdef inline uint64_t varint(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end) except? 0xFFFFFFFFFFFFFFFF:
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef unsigned char c
-    while True:
-        if pos[0] >= end:
-            raise ValueError("truncated varint")
-        c = b[pos[0]]
-        pos[0] += 1
-        result |= (<uint64_t>(c & 0x7F)) << shift
-        if c < 0x80:
-            return result
-        shift += 7
-        if shift >= 70:
-            raise ValueError("varint longer than 10 bytes")
-
-
-cdef inline uint64_t tag(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end) except 0:
-    """A field's key; field number 0 and keys past 32 bits are malformed (upb refuses both)."""
-    cdef uint64_t key = varint(b, pos, end)
-    if key >> 32 or key >> 3 == 0:
-        raise ValueError(f"invalid field key {key}")
-    return key
-
-
-cdef inline Py_ssize_t length(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end) except -1:
-    cdef uint64_t n = varint(b, pos, end)
-    if n > <uint64_t>(end - pos[0]):
-        raise ValueError("length past the end of its message")
-    return <Py_ssize_t>n
-
-
-cdef inline uint64_t fixed64(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end) except? 0xFFFFFFFFFFFFFFFF:
-    cdef uint64_t v
-    if end - pos[0] < 8:
-        raise ValueError("truncated 64-bit field")
-    memcpy(&v, b + pos[0], 8)
-    pos[0] += 8
-    return v
-
-
-cdef inline object utf8(const unsigned char* b, Py_ssize_t pos, Py_ssize_t n):
-    return PyUnicode_DecodeUTF8(<const char*>(b + pos), n, NULL)
-
-
-cdef inline bytes raw(const unsigned char* b, Py_ssize_t pos, Py_ssize_t n):
-    return PyBytes_FromStringAndSize(<const char*>(b + pos), n)
-
-
 cdef inline bint valid_id(bytes value, Py_ssize_t size):
     """``checks.valid_id``: ``size`` bytes, not all zero."""
     cdef const unsigned char* p = value
@@ -95,38 +42,6 @@ cdef inline bint valid_id(bytes value, Py_ssize_t size):
         if p[i]:
             return True
     return False
-
-
-cdef Py_ssize_t skip(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, uint64_t key, int depth) except -1:
-    """Past an unknown field (or a known one with another wire type, which protobuf treats so)."""
-    cdef int wt = <int>(key & 7)
-    cdef Py_ssize_t n
-    cdef uint64_t inner
-    if wt == 0:
-        varint(b, &pos, end)
-    elif wt == 1 or wt == 5:
-        n = 8 if wt == 1 else 4
-        if end - pos < n:
-            raise ValueError("truncated fixed-width field")
-        pos += n
-    elif wt == 2:
-        n = length(b, &pos, end)
-        pos += n
-    elif wt == 3:  # a group (proto2): its fields up to the end-group key of the same number
-        if depth + 1 > _MAX_DEPTH:
-            raise ValueError("messages nested too deep")
-        while True:
-            if pos >= end:
-                raise ValueError("unterminated group")
-            inner = tag(b, &pos, end)
-            if inner & 7 == 4:
-                if inner >> 3 != key >> 3:
-                    raise ValueError("group ends with another field's key")
-                break
-            pos = skip(b, pos, end, inner, depth + 1)
-    else:
-        raise ValueError(f"invalid wire type {wt}")
-    return pos
 
 
 cdef class _Decoder:
@@ -157,6 +72,7 @@ cdef class _Decoder:
         cdef uint64_t key
         cdef Py_ssize_t n
         cdef int field, wt
+        cdef double number
         cdef list items
         if depth > _MAX_DEPTH:
             raise ValueError("messages nested too deep")
@@ -189,8 +105,8 @@ cdef class _Decoder:
                     value = <int64_t>varint(b, &pos, end)
                 which = field
             elif wt == 1 and field == DOUBLE_VALUE:
-                key = fixed64(b, &pos, end)
-                value = (<double*>&key)[0]
+                read8(b, &pos, end, &number)
+                value = number
                 which = field
             else:
                 pos = skip(b, pos, end, key, depth)
@@ -273,7 +189,7 @@ cdef class _Decoder:
         while pos < end:
             key = tag(b, &pos, end)
             if key == 0x09:
-                time_ns = fixed64(b, &pos, end)
+                read8(b, &pos, end, &time_ns)
             elif key == 0x12:
                 n = length(b, &pos, end)
                 name = utf8(b, pos, n)
@@ -369,9 +285,9 @@ cdef class _Decoder:
                 pos += n
             elif wt == 1 and (field == 7 or field == 8):
                 if field == 7:
-                    start_ns = fixed64(b, &pos, end)
+                    read8(b, &pos, end, &start_ns)
                 else:
-                    end_ns = fixed64(b, &pos, end)
+                    read8(b, &pos, end, &end_ns)
             elif wt == 0 and field == 6:
                 kind = <int32_t>varint(b, &pos, end)
             else:
