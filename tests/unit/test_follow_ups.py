@@ -4,10 +4,13 @@ review sample's estimates unbiased when follow-ups (detected or marked) are over
 from __future__ import annotations
 
 import random
+import unicodedata
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from rag_monitor.agent.follow_ups import FollowUpMatcher, normalise
+from rag_monitor.agent.follow_ups import _APOSTROPHES, FollowUpMatcher, normalise
 from rag_monitor.config_files import config_path
 from rag_monitor.record import Feedback
 from rag_monitor.review.sampler import Sampler, SamplingConfig
@@ -45,6 +48,13 @@ def test_matching_folds_case_accents_and_apostrophes_and_keeps_to_the_window():
     assert not matcher.follows_up("Are you sure?", gap_ns=61 * 10**9)
     assert not matcher.follows_up("Are you sure?", gap_ns=0)  # the same query resent, not a new one
     assert not FollowUpMatcher([], window_s=60).enabled
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_text_normalises_as_the_full_unicode_path_does(text):
+    full = "".join(c for c in unicodedata.normalize("NFKD", text.casefold().translate(_APOSTROPHES)) if not unicodedata.combining(c))
+    assert normalise(text) == full
 
 
 def test_bad_follow_up_settings_are_refused_with_the_value():
