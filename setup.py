@@ -8,8 +8,13 @@ it is built on little-endian hosts only (x86, ARM).
 
 import sys
 
-from Cython.Build import cythonize
 from setuptools import Extension, setup
 
+try:
+    from Cython.Build import cythonize  # pyproject.toml's build requirement; absent with --no-build-isolation
+except ImportError:
+    print("setup.py: Cython is not installed; building without the compiled OTLP decoder", file=sys.stderr)
+    cythonize = None
+
 decoder = [Extension("rag_monitor.collectors.otlp.wire", ["rag_monitor/collectors/otlp/wire.pyx"], optional=True)]
-setup(ext_modules=cythonize(decoder, language_level=3) if sys.byteorder == "little" else [])
+setup(ext_modules=cythonize(decoder, language_level=3) if cythonize and sys.byteorder == "little" else [])

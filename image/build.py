@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = Path(os.environ.get("RAG_MONITOR_IMAGE_STATE", "/var/tmp/rag-monitor-image"))
-BASE_IMAGE = "localhost/python:3.11-local"
+BASE_IMAGE = "localhost/python:3.11-headers-local"  # with python3-dev: a base made before it had none
 FULL_EXTRAS = "agent,embeddings,hhem,postgres"
 SLIM_EXTRAS = "agent,postgres"
 TOOLS = ("buildah", "podman", "runc", "debootstrap")

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from rag_monitor.collectors import IngestLimits, OTLPDecodeError
 from rag_monitor.collectors.otlp import body as otlp_body
@@ -46,6 +46,14 @@ def assert_same(raw: bytes, limits: IngestLimits = SMALL) -> str:
     compiled = outcome(raw, otlp_body.decode_protobuf, limits)
     assert compiled == outcome(raw, decode_protobuf_upb, limits), raw.hex()
     return compiled
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
 
 
 def test_the_agent_decodes_with_the_compiled_decoder():
@@ -162,6 +170,27 @@ def test_random_byte_edits_are_refused_or_decoded_the_same(raw, rng: random.Rand
     assert_same(bytes(edited))
 
 
+def field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field, as the wire carries it."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def request_with_span(span: bytes) -> bytes:
+    return field(1, field(2, field(2, span)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(values, vectors), st.one_of(values, vectors), keys)
+def test_an_attribute_whose_value_is_sent_twice_merges_the_same(first, second, key):
+    """Two KeyValue messages in one field merge: the second value's oneof member wins, and an
+    array or kvlist sent in both is one array or kvlist (protobuf's merge of a singular message)."""
+    one, two = KeyValue(key=key), KeyValue()
+    fill(one.value, first)
+    fill(two.value, second)
+    span = field(1, b"\x01" * 16) + field(2, b"\x02" * 8) + field(9, one.SerializeToString() + two.SerializeToString())
+    assert assert_same(request_with_span(span)) != "refused"
+
+
 def test_every_prefix_of_a_real_body_is_refused_or_decoded_the_same():
     raw = protobuf_body(_sdk_spans())
     outcomes = [assert_same(raw[:cut]) for cut in range(len(raw))]
@@ -189,24 +218,12 @@ def test_nesting_is_refused_where_upb_refuses_it(kinds):
     assert outcomes[0] != "refused" and outcomes[-1] == "refused"
 
 
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out + bytes([n]))
-
-
 def test_nesting_far_past_the_limit_is_refused_not_a_crash():
-    value = b"\x0a\x04leaf"  # AnyValue string_value, inside 5,000 arrays (built as bytes: protobuf's own encoder would overflow the stack)
+    value = field(1, b"leaf")  # AnyValue string_value, inside 5,000 arrays (built as bytes: protobuf's own encoder would overflow the stack)
     for _ in range(5_000):
-        array = b"\x0a" + varint(len(value)) + value
-        value = b"\x2a" + varint(len(array)) + array
-    key_value = b"\x0a\x01k\x12" + varint(len(value)) + value
-    span = b"\x0a\x10" + b"\x01" * 16 + b"\x12\x08" + b"\x02" * 8 + b"\x4a" + varint(len(key_value)) + key_value
-    scope_spans = b"\x12" + varint(len(span)) + span
-    resource_spans = b"\x12" + varint(len(scope_spans)) + scope_spans
-    assert assert_same(b"\x0a" + varint(len(resource_spans)) + resource_spans) == "refused"
+        value = field(5, field(1, value))
+    span = field(1, b"\x01" * 16) + field(2, b"\x02" * 8) + field(9, field(1, b"k") + field(2, value))
+    assert assert_same(request_with_span(span)) == "refused"
 
 
 @pytest.mark.parametrize("raw", [

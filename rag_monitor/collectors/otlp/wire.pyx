@@ -10,7 +10,8 @@ This reads the wire format once, into the same spans, counts and rejection reaso
   stops where upb's does (``MAX_DEPTH``): a malformed body raises ``ValueError``, never over-reads;
 - strings are strict UTF-8, as upb's are; unknown fields and wrong wire types are skipped;
 - protobuf's merge rules hold: the last scalar wins, a singular message sent twice merges, a
-  oneof keeps its last member (an array or kvlist sent twice is one array, one kvlist).
+  oneof keeps its last member (an array or kvlist sent twice is one array, one kvlist), and what
+  a replaced member counted (truncations, refused vectors) is taken back.
 """
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
@@ -66,9 +67,11 @@ cdef class _Decoder:
         return value
 
     cdef object any_value(self, const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, int depth,
-                          object value, int which):
+                          object value, int which, long truncated0, long rejected0):
         """An AnyValue merged onto (``value``, ``which``), as protobuf merges a message sent twice.
-        A string comes back whole (the caller cuts the final one); ``self.which`` says what it is."""
+        A string comes back whole (the caller cuts the final one); ``self.which`` says what it is.
+        ``truncated0``, ``rejected0``: the counts when ``value`` began; a member that replaces
+        another takes back what the replaced one counted (``ProtoDecoder`` never saw it)."""
         cdef uint64_t key
         cdef Py_ssize_t n
         cdef int field, wt
@@ -82,10 +85,12 @@ cdef class _Decoder:
             wt = <int>(key & 7)
             if wt == 2 and (field == STRING_VALUE or ARRAY_VALUE <= field <= BYTES_VALUE):
                 n = length(b, &pos, end)
+                if field != which:  # a new member, not an array or kvlist merged (strings count at the end)
+                    self.truncated, self.rejected_embeddings = truncated0, rejected0
                 if field == STRING_VALUE:
                     value = utf8(b, pos, n)
                 elif field == ARRAY_VALUE:
-                    items = self.array(b, pos, pos + n, depth + 1)
+                    items = self.field_one(b, pos, pos + n, depth + 1, None)
                     if which == ARRAY_VALUE:
                         (<list>value).extend(items)
                     else:
@@ -93,18 +98,20 @@ cdef class _Decoder:
                 elif field == KVLIST_VALUE:
                     if which != KVLIST_VALUE:
                         value = {}
-                    self.key_values(b, pos, pos + n, value, depth + 1)
+                    self.field_one(b, pos, pos + n, depth + 1, value)
                 else:
                     value = raw(b, pos, n)
                 which = field
                 pos += n
             elif wt == 0 and (field == BOOL_VALUE or field == INT_VALUE):
+                self.truncated, self.rejected_embeddings = truncated0, rejected0
                 if field == BOOL_VALUE:
                     value = varint(b, &pos, end) != 0
                 else:
                     value = <int64_t>varint(b, &pos, end)
                 which = field
             elif wt == 1 and field == DOUBLE_VALUE:
+                self.truncated, self.rejected_embeddings = truncated0, rejected0
                 read8(b, &pos, end, &number)
                 value = number
                 which = field
@@ -113,8 +120,10 @@ cdef class _Decoder:
         self.which = which
         return value
 
-    cdef list array(self, const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, int depth):
-        """An ArrayValue's elements, strings cut (no vector check: ``ProtoDecoder._value`` does none)."""
+    cdef object field_one(self, const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, int depth, dict pairs):
+        """The repeated field 1 of an ArrayValue (``pairs`` None: its AnyValues, as a list, strings
+        cut, no vector check, as ``ProtoDecoder._value``), or of a KeyValueList or Resource (its
+        KeyValues, into ``pairs``)."""
         cdef list items = []
         cdef uint64_t key
         cdef Py_ssize_t n
@@ -125,28 +134,15 @@ cdef class _Decoder:
             key = tag(b, &pos, end)
             if key == 0x0A:
                 n = length(b, &pos, end)
-                value = self.any_value(b, pos, pos + n, depth + 1, None, NO_VALUE)
-                items.append(self.text(value) if self.which == STRING_VALUE else value)
+                if pairs is not None:
+                    self.key_value(b, pos, pos + n, pairs, depth + 1)
+                else:
+                    value = self.any_value(b, pos, pos + n, depth + 1, None, NO_VALUE, self.truncated, self.rejected_embeddings)
+                    items.append(self.text(value) if self.which == STRING_VALUE else value)
                 pos += n
             else:
                 pos = skip(b, pos, end, key, depth)
-        return items
-
-    cdef int key_values(self, const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, dict out, int depth) except -1:
-        """The KeyValues in field 1 (of a KeyValueList or a Resource) into ``out``."""
-        cdef uint64_t key
-        cdef Py_ssize_t n
-        if depth > _MAX_DEPTH:
-            raise ValueError("messages nested too deep")
-        while pos < end:
-            key = tag(b, &pos, end)
-            if key == 0x0A:
-                n = length(b, &pos, end)
-                self.key_value(b, pos, pos + n, out, depth + 1)
-                pos += n
-            else:
-                pos = skip(b, pos, end, key, depth)
-        return 0
+        return items if pairs is None else pairs
 
     cdef int key_value(self, const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, dict out, int depth) except -1:
         """One KeyValue into ``out``; an embedding vector that fails ``checks.vector_ok`` is dropped."""
@@ -155,6 +151,7 @@ cdef class _Decoder:
         cdef object name = ""
         cdef object value = None
         cdef int which = NO_VALUE
+        cdef long truncated0 = self.truncated, rejected0 = self.rejected_embeddings
         if depth > _MAX_DEPTH:
             raise ValueError("messages nested too deep")
         while pos < end:
@@ -165,7 +162,7 @@ cdef class _Decoder:
                 pos += n
             elif key == 0x12:
                 n = length(b, &pos, end)
-                value = self.any_value(b, pos, pos + n, depth + 1, value, which)
+                value = self.any_value(b, pos, pos + n, depth + 1, value, which, truncated0, rejected0)
                 which = self.which
                 pos += n
             else:
@@ -374,7 +371,7 @@ cdef class _Decoder:
                 pos += n
             elif key == 0x0A:  # the Resource: its attributes are field 1, as a KeyValueList's
                 n = length(b, &pos, end)
-                self.key_values(b, pos, pos + n, resource, depth + 1)
+                self.field_one(b, pos, pos + n, depth + 1, resource)
                 pos += n
             elif key == 0x1A:
                 n = length(b, &pos, end)
