@@ -16,5 +16,9 @@ except ImportError:
     print("setup.py: Cython is not installed; building without the compiled OTLP decoder", file=sys.stderr)
     cythonize = None
 
-decoder = [Extension("rag_monitor.collectors.otlp.wire", ["rag_monitor/collectors/otlp/wire.pyx"], optional=True)]
-setup(ext_modules=cythonize(decoder, language_level=3) if cythonize and sys.byteorder == "little" else [])
+extensions = []
+if cythonize is not None and sys.byteorder == "little":
+    extensions = cythonize([Extension("rag_monitor.collectors.otlp.wire", ["rag_monitor/collectors/otlp/wire.pyx"])], language_level=3)
+    for extension in extensions:
+        extension.optional = True  # set after cythonize, which does not carry it over
+setup(ext_modules=extensions)

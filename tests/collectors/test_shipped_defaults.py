@@ -85,17 +85,31 @@ def test_a_missing_or_broken_configured_file_names_the_setting_and_the_file(tmp_
     assert load_config("price_table", "", PriceTable.load, lambda: "none") == "none"
 
 
-def test_the_wheel_carries_the_defaults(tmp_path):
+def _wheel(tmp_path: Path, **env: str) -> set[str]:
+    """The names in a wheel built from a copy of this checkout (building leaves build/ and egg-info beside the sources)."""
     import shutil
 
-    source = tmp_path / "src"  # a copy: building leaves build/ and egg-info beside the sources
-    shutil.copytree(ROOT / "rag_monitor", source / "rag_monitor", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    source, out = tmp_path / "src", tmp_path / "wheel"
+    shutil.copytree(ROOT / "rag_monitor", source / "rag_monitor",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "wire.c"))  # this checkout's build, not the wheel's
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copyfile(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
-                   check=True, capture_output=True, timeout=300)
-    wheel = next(tmp_path.glob("rag_monitor-*.whl"))
-    names = set(zipfile.ZipFile(wheel).namelist())
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
+                   check=True, capture_output=True, timeout=300, env={**os.environ, **env})
+    return set(zipfile.ZipFile(next(out.glob("rag_monitor-*.whl"))).namelist())
+
+
+def test_the_wheel_carries_the_compiled_decoder_and_builds_without_a_compiler(tmp_path):
+    def decoder(names: set[str]) -> list[str]:
+        return [n for n in names if n.startswith("rag_monitor/collectors/otlp/wire") and n.endswith(".so")]
+
+    assert decoder(_wheel(tmp_path / "with"))
+    without = _wheel(tmp_path / "without", CC="/bin/false")  # the extension is optional: the upb decoder remains
+    assert not decoder(without) and "rag_monitor/collectors/otlp/proto.py" in without
+
+
+def test_the_wheel_carries_the_defaults(tmp_path):
+    names = _wheel(tmp_path)
     config = {f"rag_monitor/defaults/{relative}" for relative in shipped_files() if not relative.startswith("alerts/tests/")}
     assert {f"rag_monitor/defaults/{relative}" for relative in CONFIG_FILES.values()} <= config
     assert {"rag_monitor/defaults/alerts/thresholds.yaml", "rag_monitor/defaults/alerts/rules/cost.yml",
