@@ -35,7 +35,8 @@ class DriftRuns:
                 continue
             self._seen.add(run.scheduled_for)
             self.results.append({"phase": self.phase_at(run.scheduled_for), **{k: result[k] for k in (
-                "signal", "detector", "is_drift", "p_value", "statistic", "n_reference", "n_current")}})
+                "signal", "detector", "is_drift", "p_value", "statistic", "n_reference", "n_current")},
+                "named_clusters": sum(len(group) for group in (result.get("changes") or {}).values())})
 
 
 class Every:

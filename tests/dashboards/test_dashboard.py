@@ -91,7 +91,15 @@ NOT_IN_THE_DEMO = {
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # the quick demo: about a minute alone, several on a loaded machine
 def test_every_panel_query_returns_series_from_the_demo(demo_run):
-    _, answers = demo_run
+    result, answers = demo_run
+    # The top-cluster panel draws what the drift runs named. A cluster is named at z >= 3; with the
+    # quick demo's 50-query window about one shift-phase run in eight names none, and a busy
+    # machine may fit only one run into the shift: then the panel is rightly empty.
+    cluster_panel = [expr for expr in answers if "rag_drift_top_cluster_info" in expr]
+    assert cluster_panel
+    if not any(run["named_clusters"] for run in result.drift):
+        assert all(answers[expr] == [] for expr in cluster_panel), "series for clusters no drift run named"
+        answers = {expr: series for expr, series in answers.items() if expr not in cluster_panel}
     empty = [expr for expr, series in answers.items() if not series and not any(m in expr for m in NOT_IN_THE_DEMO)]
     assert empty == [], "queries without series:\n" + "\n".join(empty)
     # The exemptions stay honest: each names metrics a panel really queries.
