@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import defaultdict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,6 +26,7 @@ from rag_monitor.simulate import Traffic
 from rag_monitor.estimators import ht_ratio_se, weighted_rate
 from rag_monitor.settings import AgentSettings
 from rag_monitor.simulate.oracle import Samples, compare
+from rag_monitor.simulate.wire import Batch
 from tests.services import free_port, wait_until
 
 SAMPLING = {"base_rate": 0.2, "thumbs_down_rate": 1.0, "low_confidence_rate": 0.4, "low_confidence_below": 0.3,
@@ -185,16 +187,45 @@ class LateClock:
                            if s.parent is None and s.context.trace_id not in later)
 
 
+def _has_root(spans: list) -> bool:
+    return any(span.parent is None for span in spans)
+
+
+def hold_back(posts: list[tuple[int, list]]) -> list[tuple[int, list, bool]]:
+    """``(replica, spans, wait after)`` for each post: the harness waits after a post carrying
+    roots (``regeneration_checked``). A trace's spans posted before such a wait and rooted after
+    it are held back into a post of their own just before their root's, still a separate request
+    (assembly across requests stays tested), so no trace waits for its root over a harness wait:
+    on a loaded machine that wait can pass the oracle's root timeout and turn a query partial."""
+    root_post = {span.context.trace_id: i for i, (_, spans) in enumerate(posts) for span in spans
+                 if span.parent is None}
+    waits_before = [0]  # waits_before[i]: waits after posts 0..i-1
+    for _, spans in posts:
+        waits_before.append(waits_before[-1] + _has_root(spans))
+    held: dict[int, list] = defaultdict(list)
+    out: list[tuple[int, list, bool]] = []
+    for i, (replica, spans) in enumerate(posts):
+        if held.get(i):
+            out.append((replica, held.pop(i), False))
+        stay = []
+        for span in spans:
+            j = root_post.get(span.context.trace_id, i)
+            (held[j] if j > i and waits_before[j] > waits_before[i] else stay).append(span)
+        if stay:
+            out.append((replica, stay, _has_root(stay)))
+    return out
+
+
 def send(traffic: Traffic, agents: list) -> float:
     """Phase 0 (traffic), then, once the recent-records TTL has passed, phase 1 (late feedback).
     Returns the longest late-feedback delay (``LateClock``)."""
     n = len(agents)
     late = LateClock()
-    for batch in traffic.phases[0]:
-        for replica, spans in _runs(batch, n):
-            late.post(agents[replica].otlp_url, spans, batch.body(spans))
-            if any(span.parent is None for span in spans):  # roots: queries to check for re-asks
-                regeneration_checked([agents[replica]])
+    posts = [(replica, spans) for batch in traffic.phases[0] for replica, spans in _runs(batch, n)]
+    for replica, spans, wait in hold_back(posts):
+        late.post(agents[replica].otlp_url, spans, Batch(spans).body())
+        if wait:  # roots: queries to check for re-asks
+            regeneration_checked([agents[replica]])
     finish(traffic, agents)
     return late.longest
 
@@ -205,8 +236,14 @@ def finish(traffic: Traffic, agents: list, counted_elsewhere: int = 0) -> None:
     n = len(agents)
     truth = traffic.truth
     expected_queries = len(truth.records) - counted_elsewhere
-    wait_until(lambda: sum(a.metric_sum("rag_queries_total") for a in agents) >= expected_queries, timeout=60,
-               what=f"{expected_queries} queries counted")
+    try:
+        wait_until(lambda: sum(a.metric_sum("rag_queries_total") for a in agents) >= expected_queries, timeout=60,
+                   what=f"{expected_queries} queries counted")
+    except TimeoutError as missing:  # say where the rest went
+        found = {name: sum(a.metric_sum(name, **labels) for a in agents) for name, labels in [
+            ("rag_queries_total", {}), ("rag_agent_traces_partial_total", {}),
+            ("rag_agent_spans_dropped_total", {"reason": "late_span"})]}
+        raise TimeoutError(f"{missing}: {found}") from None
     counted_at = time.time()
     # Inferred regenerations are counted by each agent's regeneration job, off the request path.
     wait_until(lambda: all(a.metric_sum("rag_agent_job_last_success_timestamp_seconds", job="regeneration") > counted_at
