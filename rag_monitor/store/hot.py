@@ -3,7 +3,7 @@
 Most of a redacted record's bytes are document text that repeats across queries (popular
 chunks). ``encode_record`` replaces every document content of at least ``MIN_SHARED`` bytes by
 its hash and returns the contents apart, to be stored once per time slot; what remains is JSON
-compressed with zlib (``benchmarks/hot_state.py`` measures the options)::
+compressed with zstd (``benchmarks/hot_state.py`` measures the options)::
 
     blob, contents = encode_record(record)          # contents: {hash: text}
     record == decode_record(blob, contents)
@@ -12,11 +12,13 @@ compressed with zlib (``benchmarks/hot_state.py`` measures the options)::
 from __future__ import annotations
 
 import hashlib
+import threading
 import zlib
 from functools import lru_cache
 from typing import Any
 
 import orjson
+import zstandard
 
 from rag_monitor.record import Document, FilterApplied, QueryRecord
 
@@ -25,10 +27,28 @@ from .models import record_json
 MIN_SHARED = 64
 """Shorter contents stay inline: a reference (and its row) would cost more than the text."""
 _REF = "content_ref"
-_ZLIB, _PLAIN = b"z", b"j"
-ZLIB_LEVEL = 1
-"""Level 1 compresses a record ~25% faster than 6 for ~5% more bytes (930 -> 980 of 2.4 KB of JSON
-at ``benchmarks/scale.py``'s queries); zlib was most of the encoding's CPU on the request path."""
+_ZSTD, _ZLIB, _PLAIN = b"s", b"z", b"j"  # a blob's first byte: how the rest is stored
+ZSTD_LEVEL = 1
+"""zstd level 1 writes the bytes zlib level 1 did (966 against 975 of 2.4 KB of JSON at
+``benchmarks/scale.py``'s queries) at about a third of its CPU (20 against 56 us a record), and the
+compression was most of the encoding's CPU on the request path. Blobs zlib wrote still read."""
+_codecs = threading.local()  # zstandard's (de)compressors are not for concurrent use: one per thread
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    try:
+        return _codecs.compressor
+    except AttributeError:
+        _codecs.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        return _codecs.compressor
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    try:
+        return _codecs.decompressor
+    except AttributeError:
+        _codecs.decompressor = zstandard.ZstdDecompressor()
+        return _codecs.decompressor
 
 
 @lru_cache(maxsize=4096)  # popular chunks come back query after query
@@ -49,7 +69,7 @@ def encode_record(record: QueryRecord | dict[str, Any], *, compress: bool = True
         payload = orjson.loads(record_json(record)[1])
         _walk(payload, contents)
         text = orjson.dumps(payload)
-    return (_ZLIB + zlib.compress(text, ZLIB_LEVEL)) if compress else (_PLAIN + text), contents
+    return (_ZSTD + _compressor().compress(text)) if compress else (_PLAIN + text), contents
 
 
 # --- a QueryRecord by reference without a JSON round trip ------------------------------------
@@ -136,7 +156,10 @@ def decode_record(blob: bytes, contents: dict[str, str]) -> QueryRecord:
 
 def _text(blob: bytes) -> bytes:
     blob = bytes(blob)
-    return zlib.decompress(blob[1:]) if blob[:1] == _ZLIB else blob[1:]
+    kind = blob[:1]
+    if kind == _ZSTD:
+        return _decompressor().decompress(blob[1:])
+    return zlib.decompress(blob[1:]) if kind == _ZLIB else blob[1:]
 
 
 def _walk(node: Any, contents: dict[str, str]) -> None:

@@ -25,7 +25,7 @@ old, autovacuum off or not, and a slot partition is dropped after at most a few 
 transactions (an hour and a bit at a hundred group commits a second). The ``DEFAULT`` partitions
 keep autovacuum: they are the ones rows are deleted from.
 
-Rows stay inline up to a page (``toast_tuple_target = 8160``): a record is zlib-compressed JSON
+Rows stay inline up to a page (``toast_tuple_target = 8160``): a record is zstd-compressed JSON
 already (about 2.8 KB with its embeddings, ``benchmarks/results/hot_state.json``), above the
 default 2 KB target, where PostgreSQL would try to compress it again (in vain) and then move it
 into the TOAST table in chunks, each with its own index entry: three or four tuples written for one.

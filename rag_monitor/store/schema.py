@@ -34,7 +34,7 @@ recent_records = sa.Table(
     # that assembles the trace picks the same slot; slots are dropped whole by the pruning job.
     sa.Column("trace_id", TRACE_ID, primary_key=True),
     sa.Column("slot", sa.BigInteger, primary_key=True),
-    # Document contents by reference to ``recent_documents``, the rest zlib-compressed JSON (``store/hot.py``).
+    # Document contents by reference to ``recent_documents``, the rest zstd-compressed JSON (``store/hot.py``).
     sa.Column("record", sa.LargeBinary, nullable=False),
     sa.Column("added_at", sa.Double, nullable=False),
     sa.Index(None, "slot"),

@@ -8,6 +8,7 @@ import zlib
 
 import orjson
 import pytest
+import zstandard
 
 from rag_monitor.record import Document, Feedback, FilterApplied, StageTiming
 from rag_monitor.store.hot import MIN_SHARED, _walk, decode_record, encode_record
@@ -50,9 +51,11 @@ def test_the_blob_is_the_round_trips_byte_for_byte(name):
     blob, got = encode_record(record, compress=False)
     assert blob == b"j" + text and got == contents
     blob, got = encode_record(record)
-    assert zlib.decompress(blob[1:]) == text and got == contents  # whatever the level
+    assert blob[:1] == b"s" and zstandard.ZstdDecompressor().decompress(blob[1:]) == text and got == contents
     assert record.to_dict() == before  # the record itself is never rewritten
     assert decode_record(blob, contents).to_dict() == orjson.loads(orjson.dumps(before))
+    # what earlier versions wrote (zlib) still reads, next to what this one writes
+    assert decode_record(b"z" + zlib.compress(text, 1), contents).to_dict() == orjson.loads(orjson.dumps(before))
 
 
 def test_a_dict_record_encodes_as_its_record_does():

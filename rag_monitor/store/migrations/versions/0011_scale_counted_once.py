@@ -13,6 +13,7 @@ import json
 import zlib
 
 import sqlalchemy as sa
+import zstandard
 from alembic import op
 
 revision = "0011_scale_counted_once"
@@ -82,10 +83,13 @@ def downgrade() -> None:
 
 
 def _json_text(blob: bytes, slot: int, contents: dict[tuple[str, int], str]) -> str:
-    """A blob of ``store/hot.py`` (as this revision wrote it) back to the record's JSON."""
-    if blob[:1] != b"z":  # "j" + the JSON as it was
+    """A blob of ``store/hot.py`` back to the record's JSON: as this revision wrote it (zlib), or as
+    later ones do (zstd: a downgrade runs with the later package installed)."""
+    kind = blob[:1]
+    if kind not in (b"z", b"s"):  # "j" + the JSON as it was
         return blob[1:].decode()
-    payload = json.loads(zlib.decompress(blob[1:]))
+    text = zlib.decompress(blob[1:]) if kind == b"z" else zstandard.ZstdDecompressor().decompress(blob[1:])
+    payload = json.loads(text)
     _restore(payload, slot, contents)
     return json.dumps(payload, separators=(",", ":"))
 
