@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-STAMP := $(VENV)/.installed
+INSTALLED := $(VENV)/.installed
+STAMP := $(VENV)/.built
 TOOLS := .tools
 # torch first, pinned: it is a local CPU wheel here; any other version pulls CUDA builds.
 TORCH := torch==2.13.0
@@ -11,11 +12,17 @@ EXTRAS := agent,report,embeddings,hhem,phoenix,postgres,dev
 
 .PHONY: test demo screenshots venv system-deps tools bench clean helm-sync alerts-generate dashboards image image-slim
 
-$(STAMP): pyproject.toml setup.py rag_monitor/collectors/otlp/wire.pyx
+$(INSTALLED): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(TORCH)
 	$(PIP) install -q -e '.[$(EXTRAS)]'
+	touch $(INSTALLED)
+
+# The compiled modules (setup.py) are rebuilt when a source changes: a build older than its .py
+# would run the old code (the tests refuse one). build_ext redoes only the modules that changed.
+$(STAMP): $(INSTALLED) $(shell find rag_monitor -name '*.py' -o -name '*.pyx' -o -name '*.pxi')
+	$(PY) setup.py -q build_ext --inplace
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -16,7 +16,19 @@ pytest_plugins = ["tests.services", "tests.agents"]
 
 
 def pytest_report_header(config):
-    return f"CI={os.environ.get('CI', '')!r}: missing services {'fail' if os.environ.get('CI') == 'true' else 'skip'}"
+    from rag_monitor.compiled import compiled_modules
+
+    return [f"CI={os.environ.get('CI', '')!r}: missing services {'fail' if os.environ.get('CI') == 'true' else 'skip'}",
+            f"compiled: {', '.join(m.rpartition('.')[2] for m in compiled_modules()) or 'nothing (plain Python)'}"]
+
+
+def pytest_sessionstart(session):
+    """An extension built before its source was edited would test the old code: refuse it."""
+    from rag_monitor.compiled import stale
+
+    if found := stale():
+        raise pytest.UsageError("stale compiled modules (rebuild: make venv, or python setup.py build_ext --inplace): "
+                                + "; ".join(found))
 
 
 @pytest.fixture

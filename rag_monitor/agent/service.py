@@ -48,7 +48,9 @@ from rag_monitor.agent.scoring import ScoringLoop, judge_metrics, phoenix_annota
 from rag_monitor.agent.scrape import ReviewStatsCollector, StoreGauges
 from rag_monitor.agent.tail_sampling import TailSampler
 from rag_monitor.alerts.metrics import AgentMetrics
+from rag_monitor.collectors import assembly
 from rag_monitor.collectors.otlp.body import PROTOBUF_DECODER
+from rag_monitor.compiled import is_compiled
 from rag_monitor.faithfulness import load_scorer
 from rag_monitor.faithfulness.judge import judge_from_settings
 from rag_monitor.faithfulness.worker import FaithfulnessWorker
@@ -353,8 +355,9 @@ class Agent:
         check_listen_address(s.http_host, s.http_port, "http_host/http_port")
         self.open()
         tune_garbage_collector()
-        log.info("rag-monitor agent: OTLP on %s:%s (%s protobuf decoder), metrics and review on %s:%s",
-                 s.otlp_host, s.otlp_port, PROTOBUF_DECODER, s.http_host, s.http_port)
+        log.info("rag-monitor agent: OTLP on %s:%s (%s protobuf decoder, %s span assembly), metrics and review on %s:%s",
+                 s.otlp_host, s.otlp_port, PROTOBUF_DECODER, "compiled" if is_compiled(assembly) else "interpreted",
+                 s.http_host, s.http_port)
         asyncio.run(self.serve())
         if self._startup_error is not None:
             raise self._startup_error

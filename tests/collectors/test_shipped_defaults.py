@@ -91,25 +91,43 @@ def _wheel(tmp_path: Path, **env: str) -> set[str]:
 
     source, out = tmp_path / "src", tmp_path / "wheel"
     shutil.copytree(ROOT / "rag_monitor", source / "rag_monitor",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "wire.c"))  # this checkout's build, not the wheel's
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))  # this checkout's build, not the wheel's
     for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copyfile(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
-                   check=True, capture_output=True, timeout=300, env={**os.environ, **env})
+                   check=True, capture_output=True, timeout=600, env={**os.environ, **env})
     return set(zipfile.ZipFile(next(out.glob("rag_monitor-*.whl"))).namelist())
 
 
-def test_the_wheel_carries_the_compiled_decoder_and_builds_without_a_compiler(tmp_path):
-    def decoder(names: set[str]) -> list[str]:
-        return [n for n in names if n.startswith("rag_monitor/collectors/otlp/wire") and n.endswith(".so")]
-
-    assert decoder(_wheel(tmp_path / "with"))
-    without = _wheel(tmp_path / "without", CC="/bin/false")  # the extension is optional: the upb decoder remains
-    assert not decoder(without) and "rag_monitor/collectors/otlp/proto.py" in without
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> set[str]:
+    """The names in the wheel ``pip wheel`` builds here (once: compiling takes a minute or two)."""
+    return _wheel(tmp_path_factory.mktemp("wheel"))
 
 
-def test_the_wheel_carries_the_defaults(tmp_path):
-    names = _wheel(tmp_path)
+def compiled_py() -> list[str]:
+    """setup.py's ``COMPILED_PY``: the pure-Python modules it compiles."""
+    import ast
+
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    return next(ast.literal_eval(node.value) for node in tree.body
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COMPILED_PY")
+
+
+def test_the_wheel_carries_the_compiled_modules_and_builds_without_a_compiler(wheel, tmp_path):
+    def built(names: set[str]) -> set[str]:
+        return {n.split(".")[0].replace("/", ".") for n in names if n.endswith(".so")}
+
+    sources = {m.replace(".", "/") + ".py" for m in compiled_py()}
+    assert built(wheel) == {"rag_monitor.collectors.otlp.wire", *compiled_py()}
+    assert sources <= wheel  # the plain Python beside each: what a build without a compiler runs
+    assert not any(n.endswith((".c", ".pyx")) for n in wheel)  # Cython's output and input stay out
+    without = _wheel(tmp_path / "without", CC="/bin/false")  # the extensions are optional: plain Python remains
+    assert not built(without) and "rag_monitor/collectors/otlp/proto.py" in without and sources <= without
+
+
+def test_the_wheel_carries_the_defaults(wheel):
+    names = wheel
     config = {f"rag_monitor/defaults/{relative}" for relative in shipped_files() if not relative.startswith("alerts/tests/")}
     assert {f"rag_monitor/defaults/{relative}" for relative in CONFIG_FILES.values()} <= config
     assert {"rag_monitor/defaults/alerts/thresholds.yaml", "rag_monitor/defaults/alerts/rules/cost.yml",

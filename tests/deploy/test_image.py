@@ -85,7 +85,7 @@ def test_slim_image_builds_starts_and_answers_as_a_non_root_user():
         wait_until(lambda: _healthy(http_port), timeout=120, what="the container's /healthz")
         logs = podman.run("podman", "logs", name)
         started = logs.stdout + logs.stderr
-        assert "(compiled protobuf decoder)" in started, started[-2000:]
+        assert "(compiled protobuf decoder, compiled span assembly)" in started, started[-2000:]
         assert _get(f"http://127.0.0.1:{otlp_port}/healthz")[0] == 200
 
         pid = int(podman.run("podman", "inspect", "--format", "{{.State.Pid}}", name).stdout.strip())

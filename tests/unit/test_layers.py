@@ -36,6 +36,7 @@ LAYER = {
     "masking": 0,
     "estimators": 0,  # every weighted rate's arithmetic (numpy only): every plane reports rates
     "logs": 0, "extras": 0,  # logging set-up; which extra brings an optional dependency
+    "compiled": 0,  # which modules run compiled (setup.py), and stale builds
     "sdk": 1, "collectors": 1, "store": 1, "alerts": 1,
     "review": 2, "detectors": 2, "faithfulness": 2,
     "agent": 3,
