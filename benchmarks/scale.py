@@ -224,10 +224,10 @@ def baseline_checkout(rev: str, tmp: str):
     commit = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
     path = Path(tmp) / "baseline"
     subprocess.run(["git", "worktree", "add", "--detach", str(path), commit], cwd=ROOT, check=True, capture_output=True)
-    if (path / "setup.py").exists():  # its compiled decoder, as pip builds it here (needs Cython in this venv)
+    if (path / "setup.py").exists():  # its compiled modules, as pip builds them here (needs Cython in this venv)
         built = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=path, capture_output=True, text=True)
         if built.returncode != 0:
-            raise SystemExit(f"cannot build {rev}'s compiled decoder (pip install cython): {built.stderr.strip()[-500:]}")
+            raise SystemExit(f"cannot build {rev}'s compiled modules (pip install cython): {built.stderr.strip()[-500:]}")
     try:
         yield path, commit
     finally:
