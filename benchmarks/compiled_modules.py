@@ -13,7 +13,6 @@ children, and ``benchmarks/results/compiled_modules.json`` gets it:
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import importlib.util
 import json
@@ -32,9 +31,11 @@ STAGES = ("redact", "assemble", "encode", "observe")
 
 
 def compiled_py() -> list[str]:
-    tree = ast.parse((ROOT / "setup.py").read_text())
-    return next(ast.literal_eval(node.value) for node in tree.body
-                if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "COMPILED_PY")
+    """The modules built from a ``.py`` here (setup.py's ``COMPILED_PY``, as ``make venv`` built them)."""
+    sys.path.insert(0, str(ROOT))
+    from rag_monitor.compiled import compiled_modules
+
+    return [m for m in compiled_modules() if (ROOT / (m.replace(".", "/") + ".py")).exists()]
 
 
 class PlainPython:
