@@ -80,6 +80,7 @@ def metric_definitions() -> list[Metric]:
     from prometheus_client.metrics import MetricWrapperBase
 
     from rag_monitor.agent.scrape import ReviewStatsCollector
+    from rag_monitor.alerts.families import LeanCounter, LeanHistogram
     from rag_monitor.alerts.metrics import AgentMetrics
     from rag_monitor.review.collector import ReviewMetricsCollector
     from rag_monitor.review.shadow_collector import ShadowMetricsCollector
@@ -89,7 +90,7 @@ def metric_definitions() -> list[Metric]:
     registry = CollectorRegistry()
     out = []
     for attr, metric in vars(AgentMetrics(registry)).items():
-        if isinstance(metric, MetricWrapperBase):
+        if isinstance(metric, (MetricWrapperBase, LeanCounter, LeanHistogram)):
             described = metric.describe()[0]
             suffix = "_total" if described.type == "counter" else ""
             out.append(Metric(described.name + suffix, described.type, tuple(metric._labelnames),

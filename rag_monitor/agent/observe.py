@@ -12,8 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from rag_monitor import semconv
 from rag_monitor.agent.changes import ChangeTracker
@@ -153,9 +152,9 @@ class RegenerationDetector:
         return self.windows.prune(now - self.window_s)
 
 
-@dataclass(frozen=True, slots=True)
-class _Asked:
-    """What the detector needs of a query: small, so the queue holds no documents."""
+class _Asked(NamedTuple):
+    """What the detector needs of a query: small, so the queue holds no documents (a tuple:
+    one is made for every query, and a frozen dataclass's ``__init__`` costs several times more)."""
 
     trace_id: str
     session_id: str

@@ -21,6 +21,8 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from rag_monitor.alerts.families import LeanCounter, LeanHistogram
+
 OTHER = "other"
 UNKNOWN = "unknown"
 
@@ -85,23 +87,23 @@ class AgentMetrics:
         rv = ["release", "variant"]
 
         # --- queries, latency, cost ---
-        self.queries = Counter("rag_queries_total", "Queries answered, by release, variant, intent and tenant.", [*rv, "intent", "tenant"], registry=r)
-        self.query_errors = Counter("rag_query_errors_total", "Queries whose root span ended with an error.", rv, registry=r)
-        self.refusals = Counter("rag_refusals_total", "Queries the app refused to answer.", rv, registry=r)
-        self.query_duration = Histogram("rag_query_duration_seconds", "End-to-end query latency (root span).", rv, buckets=LATENCY_BUCKETS, registry=r)
-        self.stage_duration = Histogram("rag_stage_duration_seconds", "Latency of one pipeline stage.", ["stage", *rv], buckets=LATENCY_BUCKETS, registry=r)
-        self.time_to_first_token = Histogram("rag_time_to_first_token_seconds", "Time from the query's start to the generator's first token (g.first_token() or q.stream), what the user waits; the model's own wait is the generate span's rag.generation.stage_time_to_first_token_s.", rv, buckets=LATENCY_BUCKETS, registry=r)
-        self.query_cost = Histogram("rag_query_cost_usd", "Cost of one query in USD, from tokens and the price table.", rv, buckets=COST_BUCKETS_USD, registry=r)
-        self.cost = Counter("rag_cost_usd_total", "Cost in USD of every LLM, embedding and rerank call, by the call's own model.", [*rv, "model"], registry=r)
-        self.tokens = Counter("rag_tokens_total", "Tokens by kind (prompt, completion; cached_prompt and cache_write_prompt are the parts of prompt read from and written to the provider's cache) and the call's model.", [*rv, "kind", "model"], registry=r)
-        self.component_cost = Histogram(
+        self.queries = LeanCounter("rag_queries_total", "Queries answered, by release, variant, intent and tenant.", [*rv, "intent", "tenant"], registry=r)
+        self.query_errors = LeanCounter("rag_query_errors_total", "Queries whose root span ended with an error.", rv, registry=r)
+        self.refusals = LeanCounter("rag_refusals_total", "Queries the app refused to answer.", rv, registry=r)
+        self.query_duration = LeanHistogram("rag_query_duration_seconds", "End-to-end query latency (root span).", rv, buckets=LATENCY_BUCKETS, registry=r)
+        self.stage_duration = LeanHistogram("rag_stage_duration_seconds", "Latency of one pipeline stage.", ["stage", *rv], buckets=LATENCY_BUCKETS, registry=r)
+        self.time_to_first_token = LeanHistogram("rag_time_to_first_token_seconds", "Time from the query's start to the generator's first token (g.first_token() or q.stream), what the user waits; the model's own wait is the generate span's rag.generation.stage_time_to_first_token_s.", rv, buckets=LATENCY_BUCKETS, registry=r)
+        self.query_cost = LeanHistogram("rag_query_cost_usd", "Cost of one query in USD, from tokens and the price table.", rv, buckets=COST_BUCKETS_USD, registry=r)
+        self.cost = LeanCounter("rag_cost_usd_total", "Cost in USD of every LLM, embedding and rerank call, by the call's own model.", [*rv, "model"], registry=r)
+        self.tokens = LeanCounter("rag_tokens_total", "Tokens by kind (prompt, completion; cached_prompt and cache_write_prompt are the parts of prompt read from and written to the provider's cache) and the call's model.", [*rv, "kind", "model"], registry=r)
+        self.component_cost = LeanHistogram(
             "rag_query_component_cost_usd",
             "Cost in USD of one part of a fully priced query: component=embedding, retrieval, rerank, generation (every LLM call), and storage (storage_usd_per_query, when set); rag_query_cost_usd is their sum.",
             [*rv, "component"], buckets=COST_BUCKETS_USD, registry=r,
         )
-        self.cache_requests = Counter("rag_cache_requests_total", "Lookups in the app's caches (cache=embedding, retrieval, response) by outcome (hit, miss); the prompt cache is rag_tokens_total{kind=\"cached_prompt\"}.", [*rv, "cache", "outcome"], registry=r)
-        self.cache_saved = Counter("rag_cache_saved_usd_total", "USD the provider's prompt cache saved (cache=prompt): cached prompt tokens priced at the input rate minus the cached rate.", [*rv, "cache"], registry=r)
-        self.unpriced = Counter("rag_unpriced_queries_total", "Queries with a model call whose model is missing from the price table, by that model.", ["model"], registry=r)
+        self.cache_requests = LeanCounter("rag_cache_requests_total", "Lookups in the app's caches (cache=embedding, retrieval, response) by outcome (hit, miss); the prompt cache is rag_tokens_total{kind=\"cached_prompt\"}.", [*rv, "cache", "outcome"], registry=r)
+        self.cache_saved = LeanCounter("rag_cache_saved_usd_total", "USD the provider's prompt cache saved (cache=prompt): cached prompt tokens priced at the input rate minus the cached rate.", [*rv, "cache"], registry=r)
+        self.unpriced = LeanCounter("rag_unpriced_queries_total", "Queries with a model call whose model is missing from the price table, by that model.", ["model"], registry=r)
         self.release_info = Gauge("rag_release_info", "1 for every release seen, with its service.", ["service", "release"], registry=r)
         self.release_first_seen = Gauge("rag_release_first_seen_timestamp_seconds", "When the agents first saw each release (Unix time).", ["service", "release"], registry=r)
 
@@ -116,14 +118,14 @@ class AgentMetrics:
         self.index_stale_queries = Counter("rag_index_stale_queries_total", "Of the checked queries, those served a document older than its newest version committed before the query started.", rv, registry=r)
 
         # --- user feedback ---
-        self.feedback = Counter("rag_feedback_total", "User feedback events by kind: thumbs_up, thumbs_down, regenerate, copy, dwell, follow_up (marked by the app or detected), citation_click, share, edit.", [*rv, "kind"], registry=r)
-        self.regenerations = Counter("rag_regenerations_total", "Regeneration signals by source: explicit regenerate events and inferred near-duplicate re-asks, under the regenerated query's labels. A click and the re-ask it triggers are two signals of one regeneration: rates read rag_regenerated_queries_total.", [*rv, "intent", "source"], registry=r)
-        self.regenerated_queries = Counter("rag_regenerated_queries_total", "Queries regenerated (an explicit regenerate, a near-duplicate re-ask in the same session within the window, or both), each counted once: the numerator of the regeneration rate. Present at 0 beside every query series.", [*rv, "intent"], registry=r)
+        self.feedback = LeanCounter("rag_feedback_total", "User feedback events by kind: thumbs_up, thumbs_down, regenerate, copy, dwell, follow_up (marked by the app or detected), citation_click, share, edit.", [*rv, "kind"], registry=r)
+        self.regenerations = LeanCounter("rag_regenerations_total", "Regeneration signals by source: explicit regenerate events and inferred near-duplicate re-asks, under the regenerated query's labels. A click and the re-ask it triggers are two signals of one regeneration: rates read rag_regenerated_queries_total.", [*rv, "intent", "source"], registry=r)
+        self.regenerated_queries = LeanCounter("rag_regenerated_queries_total", "Queries regenerated (an explicit regenerate, a near-duplicate re-ask in the same session within the window, or both), each counted once: the numerator of the regeneration rate. Present at 0 beside every query series.", [*rv, "intent"], registry=r)
         self.regeneration_unchecked = Counter("rag_agent_regeneration_unchecked_total", "Queries not checked for an inferred regeneration (check queue full, or the store unavailable).", registry=r)
 
         # --- filters ---
-        self.filtered_queries = Counter("rag_filter_queries_total", "Queries that applied a filter, by filter kind.", [*rv, "filter_kind"], registry=r)
-        self.filter_exclusions = Counter(
+        self.filtered_queries = LeanCounter("rag_filter_queries_total", "Queries that applied a filter, by filter kind.", [*rv, "filter_kind"], registry=r)
+        self.filter_exclusions = LeanCounter(
             "rag_filter_exclusions_total",
             "Queries whose filter of this kind emptied its candidates (outcome=emptied) or removed at least one of its unfiltered top-k candidates (outcome=removed_topk: named in excluded_ids or excluded_documents, or fewer candidates out than in; an emptied filter counts in both). Each query counts once per filter kind and outcome.",
             [*rv, "filter_kind", "outcome"], registry=r,

@@ -58,14 +58,15 @@ class IntervalReservoir:
         self._seq = itertools.count()
         self.late = 0
 
-    def offer(self, time: float, trace_id: str, item: Any) -> None:
+    def offer(self, time: float, trace_id: str, item: Any, unit: float | None = None) -> None:
+        """``unit``: ``unit_hash(trace_id)`` when the caller has it already."""
         slot = math.floor(time / self.interval_s) * self.interval_s
         if slot < self._released_until:
             self.late += 1
             return
         heap = self._open.setdefault(slot, [])
         self._arrivals[slot] = self._arrivals.get(slot, 0) + 1
-        entry = (-unit_hash(trace_id), next(self._seq), item)
+        entry = (-(unit_hash(trace_id) if unit is None else unit), next(self._seq), item)
         if len(heap) < self.size:
             heapq.heappush(heap, entry)
         elif entry[0] > heap[0][0]:  # a smaller hash than the largest kept

@@ -3,8 +3,11 @@ review sample's estimates unbiased when follow-ups (detected or marked) are over
 
 from __future__ import annotations
 
+import csv
 import random
+import re
 import unicodedata
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -109,3 +112,26 @@ def test_weighted_estimates_stay_unbiased_over_followed_up_and_other_queries():
     assert abs(m - truth) < 4 * se, (m, truth, se)
     m, se = mean_and_se(unweighted)
     assert m - truth > 4 * se, "without the weights the over-sampled follow-ups bias the estimate up"
+
+
+def test_re2_and_re_agree_on_the_shipped_patterns(shipped):
+    """RE2 searches ASCII texts: on banking77 queries, doubting variants of them and near misses,
+    it finds what ``re`` finds."""
+    matcher = FollowUpMatcher(shipped.follow_up_patterns, shipped.follow_up_window_s)
+    assert matcher._ascii_pattern is not None, "google-re2 is part of the agent extra"
+    with open(Path(__file__).parents[1] / "data" / "banking77" / "queries.csv", newline="") as f:
+        queries = [row["text"] for row in csv.DictReader(f)][:400]
+    texts = [*queries, *(f"{q} are you sure?" for q in queries[:50]), *(f"but what about {q}" for q in queries[:50]),
+             "isn't that wrong", "thats wrong", "is this right?", "bare you sure", "that'snot right", "ARE U SURE"]
+    folded = [normalise(t) for t in texts]
+    found = [matcher.matches(t) for t in texts]
+    assert found == [matcher._pattern.search(f) is not None for f in folded]
+    assert 100 <= sum(found) < len(texts)  # both outcomes are exercised
+
+
+@pytest.mark.filterwarnings("ignore:Possible nested set")
+def test_patterns_re2_cannot_read_as_re_does_fall_back_to_re(capfd):
+    for pattern, text in [(r"(?<!not )\bsure\b", "are you sure"), (r"sure$", "are you sure\n"), (r"[[:alpha:]]+x", "ax")]:
+        matcher = FollowUpMatcher([pattern], 60)
+        assert matcher._ascii_pattern is None and matcher.matches(text) == (re.search(pattern, text) is not None)
+    assert capfd.readouterr().err == ""  # RE2's refusal is not logged

@@ -54,7 +54,8 @@ from rag_monitor.detectors.profiles import (
     SIGNAL_ROUTE,
     DriftProfile,
 )
-from rag_monitor.detectors.sampling import IntervalReservoir, ReferencePresample
+from rag_monitor.detectors.references import captures
+from rag_monitor.detectors.sampling import IntervalReservoir, ReferencePresample, unit_hash
 from rag_monitor.record import QueryRecord
 
 if TYPE_CHECKING:
@@ -62,15 +63,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Observation:
+    """What the windows keep of a query. Built for every query offered: the record's own vector
+    lists, not copies (an assembled record is not changed after it is stored)."""
+
     trace_id: str
     time: float
     release: str
     query: str
     documents: tuple[str, ...]
-    query_vector: tuple[float, ...] | None
-    document_vectors: tuple[tuple[float, ...], ...]
+    query_vector: list[float] | None
+    document_vectors: list[list[float]]
     vector_model: str | None
     intent: str | None
     route: str | None
@@ -84,8 +88,8 @@ def _observation(r: QueryRecord, clock: Callable[[], float]) -> _Observation:
         r.trace_id, r.start_ns / 1e9 if r.start_ns else clock(), r.release,
         "" if query_hidden else r.query,
         () if documents_hidden else tuple(d.content for d in r.delivered if d.content),
-        tuple(r.query_embedding) if r.query_embedding and not query_hidden else None,
-        () if documents_hidden else tuple(tuple(v) for v in r.document_embeddings), r.embedding_model,
+        r.query_embedding if r.query_embedding and not query_hidden else None,
+        [] if documents_hidden else r.document_embeddings, r.embedding_model,
         r.intent, r.route, r.refused,
     )
 
@@ -158,6 +162,7 @@ class DriftFeed:
         with self._lock:
             for r in records:
                 o = _observation(r, self.clock)
+                unit = unit_hash(o.trace_id)  # once for every window
                 for signal, window in self._windows.items():
                     if not self._usable(o, signal):  # nothing to test: in no window, not counted as traffic
                         self._counts[(signal, "current", "skipped")] += 1
@@ -166,7 +171,7 @@ class DriftFeed:
                     # not also current: the run would leave it out as old, and the slot's window,
                     # capped at its size, could never fill with new items.
                     if not self._offer_reference(signal, o):
-                        window.offer(o.time, o.trace_id, o)
+                        window.offer(o.time, o.trace_id, o, unit=unit)
 
     def _usable(self, o: _Observation, signal: str) -> bool:
         if signal in CATEGORICAL_SIGNALS:
@@ -177,8 +182,6 @@ class DriftFeed:
 
     def _offer_reference(self, signal: str, o: _Observation) -> bool:
         """Offer ``o`` to the reference; True when the count-mode reference took it."""
-        from rag_monitor.detectors.references import captures
-
         state = self._reference[signal]
         started_at = state.started_at if state.started_at is not None else o.time
         if state.started_at is None:
@@ -304,7 +307,6 @@ class DriftFeed:
         return self.reservoirs.reference_spec(signal) or self.signals[signal][0].default_reference()
 
     def _add(self, signal: str, current: list, reference: list) -> None:
-        from rag_monitor.detectors.references import captures
         from rag_monitor.store import ReservoirMismatch
 
         profiles = self.signals[signal]
