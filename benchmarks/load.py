@@ -35,6 +35,7 @@ them: the numbers are indicative. Writes benchmarks/results/load.json, prints a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import math
@@ -251,6 +252,22 @@ def _percentiles(values: list[float]) -> dict[str, float] | None:
 
 
 # --- the orchestrator ---------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def checkout(rev: str, tmp: str, name: str = "baseline"):
+    """A detached worktree of ``rev`` (removed after): ``(its path, its commit)``."""
+    commit = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    path = Path(tmp) / name
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), commit], cwd=ROOT, check=True, capture_output=True)
+    if (path / "setup.py").exists():  # its compiled modules, as pip builds them here (needs Cython in this venv)
+        built = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=path, capture_output=True, text=True)
+        if built.returncode != 0:
+            raise SystemExit(f"cannot build {rev}'s compiled modules (pip install cython): {built.stderr.strip()[-500:]}")
+    try:
+        yield path, commit
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, capture_output=True)
+
 
 class Agent:
     """``python -m rag_monitor.cli agent`` configured by environment (as tests/agents.py's AgentProcess)."""

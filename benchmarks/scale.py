@@ -43,12 +43,13 @@ this run; one day's VM here parsed 4x slower than another's). ``--baseline REV``
 agent of commit REV just before this checkout's, on the same store, load generator and machine:
 the ratio between them (``baseline.agent_cpu_ratio``) is what compares a change across days.
 The machine drifts within a run too (an A/A pair here: 0.93x): pair runs with ``--baseline-last``.
+``--target-origin`` first runs the benchmark the agent's target was set against, as it was
+(``target_origin.py``): ``target_origin`` gives the target at this run's speed.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -62,8 +63,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load import Agent, spawn  # noqa: E402
+from load import Agent, checkout, spawn  # noqa: E402
 from scale_postgres import Postgres  # noqa: E402
+import target_origin  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
 TRACES_PER_REQUEST = 20
@@ -218,20 +220,11 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         pg.conn.close()
 
 
-@contextlib.contextmanager
-def baseline_checkout(rev: str, tmp: str):
-    """A detached worktree of ``rev`` (removed after): ``(its path, its commit)``."""
-    commit = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
-    path = Path(tmp) / "baseline"
-    subprocess.run(["git", "worktree", "add", "--detach", str(path), commit], cwd=ROOT, check=True, capture_output=True)
-    if (path / "setup.py").exists():  # its compiled modules, as pip builds them here (needs Cython in this venv)
-        built = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=path, capture_output=True, text=True)
-        if built.returncode != 0:
-            raise SystemExit(f"cannot build {rev}'s compiled modules (pip install cython): {built.stderr.strip()[-500:]}")
-    try:
-        yield path, commit
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, capture_output=True)
+def spans_per_query() -> float:
+    """Spans in each query of the load generator's bodies."""
+    from load import PayloadFactory
+
+    return PayloadFactory(TRACES_PER_REQUEST, unique_queries=True).n_spans / TRACES_PER_REQUEST
 
 
 def machine_speed() -> dict:
@@ -364,6 +357,9 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REV",
                         help="also run one steady agent of commit REV (a git worktree), just before this checkout's: "
                              "the same machine, load generator and store, for a ratio that holds across machines")
+    parser.add_argument("--target-origin", action="store_true",
+                        help="also run the benchmark the agent target was set against (benchmarks/target_origin.py) "
+                             "first: the target at this machine's speed")
     parser.add_argument("--baseline-last", action="store_true",
                         help="run the baseline after this checkout's phases: a machine that drifts during a run "
                              "biases a pair one way, so pair runs of both orders")
@@ -377,6 +373,11 @@ def main() -> None:
     if args.quick:  # one agent, steady state only: before/after a change to the request path
         args.agents, args.fill_duration = "1", 0.0
     counts = [int(n) for n in args.agents.split(",")]
+    origin = None
+    if args.target_origin:  # before PostgreSQL starts: the origin ran alone on SQLite
+        with tempfile.TemporaryDirectory() as tmp:
+            origin = target_origin.measure(tmp)
+        print(json.dumps(origin), flush=True)
     root = traversable_tmpdir("rag-monitor-scale-pg-")
     server = PostgresServer(root)
     server.start("shared_preload_libraries=pg_stat_statements", "pg_stat_statements.max=1000")
@@ -388,7 +389,7 @@ def main() -> None:
                 print_phase(fill)
 
             def run_baseline() -> dict:
-                with baseline_checkout(args.baseline, tmp) as (source, commit):
+                with checkout(args.baseline, tmp) as (source, commit):
                     measured = {"commit": commit, "order": "after" if args.baseline_last else "before",
                                 **phase(1, server, tmp, args, source=source)}
                 print_phase(measured)
@@ -422,6 +423,9 @@ def main() -> None:
         "two_agents_cpu_ratio": round(two["agent_cpu_us_per_query"] / one["agent_cpu_us_per_query"], 3) if one and two else None,
         "reference_fill": reference_fill(fill, one) if fill and one else None,
         "baseline": baseline_comparison(baseline, one) if baseline and one else None,
+        "target_origin": (target_origin.against(origin, one["agent_cpu_us_per_query"], TARGETS["agent_cpu_us_per_query"],
+                                                spans_per_query())
+                          if origin and one else None),
         "capacity": [capacity(one, rate) for rate in RATES] if one else None,
         "note": "CPU per query, not throughput, is what scales on this 2-core machine shared with the load "
                 "generators (and, when measured, other work: see uptime_start and each phase's uptime_end). "
