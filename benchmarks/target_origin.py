@@ -48,7 +48,7 @@ def measure(tmp: str) -> dict:
 
 def against(origin: dict, agent_cpu_us_per_query: float, target_us_per_query: float, spans_per_query: float) -> dict:
     """The target at this run's speed, this run's agent at the origin's, and per span against the
-    origin measured today (the target's own terms: 70 us per span against 84.5, 0.83x)."""
+    origin measured today (the target's own terms: per span, against the round-2 agent's)."""
     factor = origin["machine_factor"]
     per_span = agent_cpu_us_per_query / spans_per_query
     return {**origin,
