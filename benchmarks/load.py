@@ -195,8 +195,11 @@ def post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, dict[str, 
     return response.status, {k.lower(): v for k, v in response.getheaders()}
 
 
-def hammer(port: int, threads: int, duration: float, traces_per_request: int, unique_queries: bool = False) -> None:
-    """Child process: ``threads`` concurrent keep-alive POSTers of ``traces_per_request``-trace bodies."""
+def hammer(port: int, threads: int, duration: float, traces_per_request: int, unique_queries: bool = False,
+           requests_per_s: float | None = None) -> None:
+    """Child process: ``threads`` concurrent keep-alive POSTers of ``traces_per_request``-trace bodies,
+    as fast as they are answered, or paced to ``requests_per_s`` in all (each worker its share, its
+    sends spread evenly; one that falls behind catches up)."""
     factory = PayloadFactory(traces_per_request, unique_queries)
     lock = threading.Lock()
     results: list[tuple[int, float, bool]] = []
@@ -209,7 +212,12 @@ def hammer(port: int, threads: int, duration: float, traces_per_request: int, un
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         with lock:
             body = factory.body()
+        every = threads / requests_per_s if requests_per_s else 0.0
+        next_at = time.monotonic() + every * k / threads
         while time.monotonic() < stop_at:
+            if every:
+                time.sleep(max(0.0, next_at - time.monotonic()))
+                next_at += every
             t = time.perf_counter()
             try:
                 status, headers = post(conn, body)
@@ -506,6 +514,7 @@ def main() -> None:
     parser.add_argument("--generate", nargs=4, type=float, metavar=("RATE", "DURATION", "BURST", "PERIOD"))
     parser.add_argument("--hammer", nargs=4, type=float, metavar=("PORT", "THREADS", "DURATION", "TRACES"))
     parser.add_argument("--unique-queries", action="store_true", help="--hammer: a fresh text per query (PayloadFactory)")
+    parser.add_argument("--requests-per-s", type=float, help="--hammer: paced to this many requests/s in all")
     parser.add_argument("--endpoint")
     parser.add_argument("--reconclude", action="store_true", help="recompute the conclusions of the existing results file")
     args = parser.parse_args()
@@ -519,7 +528,7 @@ def main() -> None:
         return generate(args.endpoint, rate, duration, int(burst), period)
     if args.hammer:
         port, threads, duration, traces = args.hammer
-        return hammer(int(port), int(threads), duration, int(traces), args.unique_queries)
+        return hammer(int(port), int(threads), duration, int(traces), args.unique_queries, args.requests_per_s)
 
     import psutil
 

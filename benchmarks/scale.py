@@ -30,10 +30,21 @@ statements: per backend type (client backends, autovacuum workers, WAL writer, b
 checkpointer; ``scale_postgres.py``), transactions per query, autovacuum runs per table. Whether
 the hot tables grow or only hold more traffic (two agents write about twice as much per slot):
 bytes per live record, and each peak before a drop in KB per query/s of the traffic it holds
-(``hot_table_scale``). Then a capacity model: cores for agents and for PostgreSQL and disk per day
-at 1,000 and 10,000 queries/s.
+(``hot_table_scale``).
 
-    .venv/bin/python benchmarks/scale.py [--duration 300] [--ttl 60] [--threads 8] [--fill-duration 60]
+Two agents against one, at the same work (``paced_pairs``): ``--ratio-rounds`` alternated pairs
+of short phases, one agent then two (the order flipped each round), each offered the same paced
+traffic (``--ratio-load`` of what one agent answered as fast as it could; two agents: half each),
+with the documented ``score_budget`` split among the replicas (``shared_score_budget``); the
+ratio is the median of the pairs'. The phases run as fast as answered give theirs beside it
+(``two_agents_cpu_ratio_saturated``): there two agents, two load generators and PostgreSQL contend
+for two cores. Every phase records the share of this VM's CPU time the hypervisor gave other
+guests (``host_steal_share``): a noisy neighbour raises CPU per query for the same work.
+
+Then a capacity model: cores for agents and for PostgreSQL (from the paced one-agent phases: an
+agent below saturation, as a deployment runs) and disk per day at 1,000 and 10,000 queries/s.
+
+    .venv/bin/python benchmarks/scale.py [--duration 300] [--ttl 60] [--threads 8] [--fill-duration 60] [--ratio-rounds 3]
     .venv/bin/python benchmarks/scale.py --quick --duration 60 --output /tmp/s.json   # one steady agent: before/after
     .venv/bin/python benchmarks/scale.py --quick --duration 60 --baseline HEAD~1 --output /tmp/s.json  # paired, one run
     .venv/bin/python benchmarks/scale.py --recapacity    # the capacity model again, from the results file
@@ -112,6 +123,23 @@ def prefill_references(url: str, model: str, now: float) -> dict[str, int]:
     return sizes
 
 
+def shared_score_budget(tmp: str, n_agents: int) -> str:
+    """The shipped sampling with ``score_budget`` divided among ``n_agents`` replicas, as its
+    documentation says to (one replica scores at a time): the scorer gets the same pairs per second
+    from two agents as from one. With the shipped 50 pairs/s each, two agents would score twice as
+    much (100 pairs/s once each sees more than 500 queries/s), and their CPU per query would
+    count that extra scoring as the cost of a second replica. Returns the file's path."""
+    import yaml
+
+    from rag_monitor.config_files import shipped_path
+
+    config = yaml.safe_load(shipped_path("sampling_config").read_text())
+    config["score_budget"] = config["score_budget"] / n_agents
+    path = Path(tmp) / f"sampling-{n_agents}-replicas.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
 def sa_url_to_dsn(url: str) -> str:
     import sqlalchemy as sa
 
@@ -124,11 +152,13 @@ EMBEDDING_DIM = 384
 
 
 def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duration: float | None = None,
-          source: Path = ROOT) -> dict:
-    """``source``: the checkout the agents run (``--baseline``: another commit's worktree)."""
+          source: Path = ROOT, queries_per_s: float | None = None, name: str = "") -> dict:
+    """``source``: the checkout the agents run (``--baseline``: another commit's worktree);
+    ``queries_per_s``: the load paced to this rate in all, split evenly between the agents (else as
+    fast as they answer); ``name``: set apart from other phases of as many agents."""
     duration = args.duration if duration is None else duration
     of_baseline = "" if source == ROOT else "base"
-    database = f"scale{n_agents}{'' if steady else 'fill'}{of_baseline}"
+    database = f"scale{n_agents}{'' if steady else 'fill'}{of_baseline}{name}"
     url = server.create_database(database)
     if steady and not args.no_drift:
         prefill_references(url, "all-MiniLM-L6-v2", time.time())
@@ -136,17 +166,21 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
                 "RAG_MONITOR_PRUNE_INTERVAL_S": "10"}
     if not args.no_drift:
         settings["RAG_MONITOR_DETECTOR_PROFILES"] = "default"
-    agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}{of_baseline}"), settings, source) for i in range(n_agents)]
+    if n_agents > 1:
+        settings["RAG_MONITOR_SAMPLING_CONFIG"] = shared_score_budget(tmp, n_agents)
+    agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}{of_baseline}{name}"), settings, source) for i in range(n_agents)]
     pg = Postgres(server, database)
+    pace = ["--requests-per-s", str(queries_per_s / n_agents / TRACES_PER_REQUEST)] if queries_per_s else []
     try:
         hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(duration), str(TRACES_PER_REQUEST),
-                          "--unique-queries"])
+                          "--unique-queries", *pace])
                    for a in agents]
         queries0 = sum(a.metrics().get("queries", 0) for a in agents)
         agent_cpu0 = [sum(a.ps.cpu_times()[:4]) for a in agents]
         pg.reset_statements()
         pg.start_backend_sampling()
         pg_cpu0, counters0, autovacuum0 = pg.cpu_s(), pg.counters(), pg.autovacuum_runs()
+        host0 = host_ticks()
         t0 = time.monotonic()
         for h in hammers:
             h.stdin.write("GO\n")
@@ -173,6 +207,7 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
             profiler.wait(timeout=60)
         time.sleep(2.0)  # the last accepted requests are counted
         queries = sum(a.metrics().get("queries", 0) for a in agents) - queries0
+        host = {k: v - host0[k] for k, v in host_ticks().items()}
         agent_cpu = [sum(a.ps.cpu_times()[:4]) - c for a, c in zip(agents, agent_cpu0)]
         pg_cpu, counters = pg.cpu_s() - pg_cpu0, pg.counters()
         statements = pg.statements(int(queries))
@@ -187,6 +222,7 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         per_query = lambda v: round(v / max(1, queries), 1)  # noqa: E731
         return {
             "agents": n_agents, "references": "full, period over (steady state)" if steady else "filling (fresh store)",
+            "offered_queries_per_s": queries_per_s or "as fast as answered",
             "window_s": round(window, 1), "queries": int(queries),
             "queries_per_s": round(queries / window, 1),
             "agent_cpu_s": [round(c, 2) for c in agent_cpu],
@@ -212,12 +248,52 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
             "hammer_status": [o["by_status"] for o in outputs],
             "load_generator_cpu_s": [o["cpu_s"] for o in outputs],
             "loadavg_1m_end": round(os.getloadavg()[0], 2),
+            # Of this VM's CPU time in the window: busy, and taken by the hypervisor for other guests.
+            "host_busy_share": round(host["busy"] / max(1, host["total"]), 3),
+            "host_steal_share": round(host["steal"] / max(1, host["total"]), 3),
             "uptime_end": uptime(),
         }
     finally:
         for a in agents:
             a.stop()
         pg.conn.close()
+
+
+PAIR_KEYS = ("agents", "offered_queries_per_s", "window_s", "queries", "queries_per_s", "agent_cpu_s",
+             "agent_cpu_us_per_query", "postgres_cpu_us_per_query", "transactions_per_query", "hammer_status",
+             "load_generator_cpu_s", "loadavg_1m_end", "host_busy_share", "host_steal_share")
+
+
+def paced_pairs(server, tmp: str, args, queries_per_s: float) -> dict:
+    """Two agents' CPU per query over one agent's at the same offered traffic, below saturation.
+
+    Run as fast as they are answered, two agents, two load generators and PostgreSQL contend for
+    this machine's two cores (load averages of 4 to 5): what that costs per query is the machine's,
+    not a second replica's, and it moved the saturated ratio between 0.94 and 1.21 from run to run.
+    Here every phase is offered ``queries_per_s`` in all (two agents: half each), in
+    ``args.ratio_rounds`` alternated pairs, the order flipped each round so that a machine that
+    drifts during the run favours neither; the ratio is the median of the pairs'."""
+    import statistics
+
+    pairs = []
+    for r in range(args.ratio_rounds):
+        measured = {}
+        for n in ((1, 2) if r % 2 == 0 else (2, 1)):
+            full = phase(n, server, tmp, args, duration=args.ratio_duration, queries_per_s=queries_per_s, name=f"pair{r}")
+            measured[n] = {k: full[k] for k in PAIR_KEYS}
+            print_phase(measured[n])
+        pairs.append({"order": list(measured), "one_agent": measured[1], "two_agents": measured[2],
+                      "ratio": round(measured[2]["agent_cpu_us_per_query"] / measured[1]["agent_cpu_us_per_query"], 3)})
+    return {
+        "offered_queries_per_s": round(queries_per_s), "rounds": args.ratio_rounds, "duration_s": args.ratio_duration,
+        "paired_ratios": [p["ratio"] for p in pairs],
+        "two_agents_cpu_ratio": round(statistics.median(p["ratio"] for p in pairs), 3),
+        "one_agent_cpu_us_per_query": [p["one_agent"]["agent_cpu_us_per_query"] for p in pairs],
+        "two_agents_cpu_us_per_query": [p["two_agents"]["agent_cpu_us_per_query"] for p in pairs],
+        "one_agent_postgres_cpu_us_per_query": [p["one_agent"]["postgres_cpu_us_per_query"] for p in pairs],
+        "two_agents_postgres_cpu_us_per_query": [p["two_agents"]["postgres_cpu_us_per_query"] for p in pairs],
+        "pairs": pairs,
+    }
 
 
 def spans_per_query() -> float:
@@ -276,6 +352,14 @@ def hot_table_scale(samples: list[dict], ttl: int) -> dict:
             "hot_peaks": peaks}
 
 
+def host_ticks() -> dict[str, int]:
+    """This VM's CPU time so far from ``/proc/stat``, in ticks: busy, stolen (by the hypervisor for
+    other guests: a noisy neighbour), and in all."""
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in Path("/proc/stat").read_text().split()[1:9])
+    return {"busy": user + nice + system + irq + softirq, "steal": steal,
+            "total": user + nice + system + idle + iowait + irq + softirq + steal}
+
+
 def uptime() -> str:
     """The machine's load (other work shares its cores): ``uptime``'s line."""
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -295,15 +379,27 @@ def history_bytes_per_query(one: dict) -> float | None:
     return max(0.0, (rest[1] - rest[0]) / (samples[-1]["queries"] - samples[0]["queries"]))
 
 
-def capacity(one: dict, rate: int) -> dict:
+def capacity(one: dict, rate: int, paced: dict | None = None) -> dict:
     """Cores and disk at ``rate`` queries/s from the measured cost per query (cores at 70% busy):
     WAL written per day, history tables grown per day (kept ``history_retention_days``), and the
-    hot tables' size at the shipped ttl (flat: their partitions are dropped whole)."""
+    hot tables' size at the shipped ttl (flat: their partitions are dropped whole).
+
+    CPU per query from the paced one-agent phases (``paced``, their median) when there are: an
+    agent run as fast as it is answered commits several requests per transaction, one that is
+    not saturated mostly one, and a transaction's fixed cost then falls on fewer queries."""
+    import statistics
+
     history = history_bytes_per_query(one)
+    agent_us, postgres_us = one["agent_cpu_us_per_query"], one["postgres_cpu_us_per_query"]
+    if paced:
+        agent_us = statistics.median(paced["one_agent_cpu_us_per_query"])
+        postgres_us = statistics.median(paced["one_agent_postgres_cpu_us_per_query"])
     return {
         "queries_per_s": rate,
-        "agent_cores": round(one["agent_cpu_us_per_query"] * rate / 1e6 / 0.7, 1),
-        "postgres_cores": round(one["postgres_cpu_us_per_query"] * rate / 1e6 / 0.7, 1),
+        "cpu_from": "paced one-agent phases (median)" if paced else "one agent as fast as answered",
+        "agent_cpu_us_per_query": agent_us, "postgres_cpu_us_per_query": postgres_us,
+        "agent_cores": round(agent_us * rate / 1e6 / 0.7, 1),
+        "postgres_cores": round(postgres_us * rate / 1e6 / 0.7, 1),
         "wal_gb_per_day": round(one["wal_bytes_per_query"] * rate * 86400 / 1e9, 1),
         "history_gb_per_day": round(history * rate * 86400 / 1e9, 1) if history is not None else None,
         "hot_table_gb_per_hour_of_ttl": round((one["data_bytes_per_query"] or 0) * rate * 3600 / 1e9, 2),
@@ -351,6 +447,12 @@ def main() -> None:
     parser.add_argument("--agents", default="1,2", help="the phases: agent processes on one PostgreSQL")
     parser.add_argument("--fill-duration", type=float, default=60.0,
                         help="seconds of one agent on a fresh store while the drift references fill (0: none)")
+    parser.add_argument("--ratio-rounds", type=int, default=3,
+                        help="alternated pairs of one and two agents at the same paced traffic (0: none)")
+    parser.add_argument("--ratio-duration", type=float, default=90.0, help="seconds of each paced phase")
+    parser.add_argument("--ratio-load", type=float, default=0.6,
+                        help="the paced traffic, as a share of what one agent answered as fast as it could")
+    parser.add_argument("--ratio-rate", type=float, help="the paced traffic in queries/s (instead of --ratio-load)")
     parser.add_argument("--quick", action="store_true", help="one agent, steady state only (set --duration too)")
     parser.add_argument("--profile", help="py-spy raw profile of the first agent of each steady phase: PATH.agentsN")
     parser.add_argument("--output", help="write the results here instead of benchmarks/results/scale.json")
@@ -367,11 +469,11 @@ def main() -> None:
     start_load = uptime()
     if args.recapacity:
         result = json.loads(RESULTS.read_text())
-        result["capacity"] = [capacity(result["one_agent"], rate) for rate in RATES]
+        result["capacity"] = [capacity(result["one_agent"], rate, result.get("paced_pairs")) for rate in RATES]
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
         return print(json.dumps(result["capacity"], indent=2))
     if args.quick:  # one agent, steady state only: before/after a change to the request path
-        args.agents, args.fill_duration = "1", 0.0
+        args.agents, args.fill_duration, args.ratio_rounds = "1", 0.0, 0
     counts = [int(n) for n in args.agents.split(",")]
     origin = None
     if args.target_origin:  # before PostgreSQL starts: the origin ran alone on SQLite
@@ -402,6 +504,12 @@ def main() -> None:
                 print_phase(phases[n])
             if args.baseline and args.baseline_last:
                 baseline = run_baseline()
+            paced = None
+            if args.ratio_rounds:
+                rate = args.ratio_rate or (args.ratio_load * phases[1]["queries_per_s"] if 1 in phases else None)
+                if rate is None:
+                    parser.error("--ratio-rounds needs a one-agent phase (--agents) or --ratio-rate")
+                paced = paced_pairs(server, tmp, args, rate)
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -413,20 +521,24 @@ def main() -> None:
         "machine": machine_speed(),
         "uptime_start": start_load,
         "settings": {"duration_s": args.duration, "recent_ttl_s": args.ttl, "drift_profiles": not args.no_drift,
-                     "sampling": "shipped (base 1%, complaints, score_rate 10%)", "queries_per_request": TRACES_PER_REQUEST,
+                     "sampling": "shipped (base 1%, complaints, score_rate 10%; score_budget 50 pairs/s divided among the agents, as documented)", "queries_per_request": TRACES_PER_REQUEST,
                      "query_texts": "unique per query (documents repeat)",
                      "measured_in": "steady state: the drift references full and their capture period over "
                                     "(pre-filled, not measured); the fill is reported apart (reference_fill)"},
         "targets": TARGETS,
         "one_agent": one,
         "two_agents": two,
-        "two_agents_cpu_ratio": round(two["agent_cpu_us_per_query"] / one["agent_cpu_us_per_query"], 3) if one and two else None,
+        # The target's measure: the paced pairs' (see paced_pairs); the saturated phases' beside it.
+        "two_agents_cpu_ratio": paced["two_agents_cpu_ratio"] if paced else None,
+        "two_agents_cpu_ratio_saturated": (round(two["agent_cpu_us_per_query"] / one["agent_cpu_us_per_query"], 3)
+                                           if one and two else None),
+        "paced_pairs": paced,
         "reference_fill": reference_fill(fill, one) if fill and one else None,
         "baseline": baseline_comparison(baseline, one) if baseline and one else None,
         "target_origin": (target_origin.against(origin, one["agent_cpu_us_per_query"], TARGETS["agent_cpu_us_per_query"],
                                                 spans_per_query())
                           if origin and one else None),
-        "capacity": [capacity(one, rate) for rate in RATES] if one else None,
+        "capacity": [capacity(one, rate, paced) for rate in RATES] if one else None,
         "note": "CPU per query, not throughput, is what scales on this 2-core machine shared with the load "
                 "generators (and, when measured, other work: see uptime_start and each phase's uptime_end). "
                 "The capacity table uses the steady state: what a team runs for months; the reference fill is a "
