@@ -75,7 +75,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load import Agent, checkout, spawn  # noqa: E402
+from scale_capacity import RATES, capacity, reference_fill  # noqa: E402
+from scale_machine import host_ticks, machine_speed, uptime  # noqa: E402
 from scale_postgres import Postgres  # noqa: E402
+from scale_references import prefill_references  # noqa: E402
 import target_origin  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
@@ -83,44 +86,6 @@ TRACES_PER_REQUEST = 20
 SAMPLE_EVERY_S = 5.0
 TARGETS = {"agent_cpu_us_per_query": 450, "postgres_cpu_us_per_query": 150, "data_bytes_per_query": 2048,
            "two_agents_cpu_ratio": 1.05}
-
-
-def prefill_references(url: str, model: str, now: float) -> dict[str, int]:
-    """Steady state: every drift reference full and its capture period over, as in a deployment
-    past its first ``reference_days`` (written before the agents start; not measured). The
-    vectors are random unit vectors of the embedder's model and dimension: no test runs on them
-    within the benchmark (runs wait for a full current window)."""
-    import numpy as np
-
-    from rag_monitor.agent.drift.profiles import load_profiles
-    from rag_monitor.store import ReservoirItem, open_store
-
-    profiles = load_profiles(ROOT / "rag_monitor" / "defaults" / "detectors" / "profiles.yaml")
-    sizes: dict[str, int] = {}
-    for p in profiles:
-        sizes[p.signal] = max(sizes.get(p.signal, 0), p.reference_size)
-    started = now - 2 * max(p.reference_days or 0 for p in profiles) * 86400
-    rng = np.random.default_rng(7)
-    store = open_store(url)
-    try:
-        for signal, size in sizes.items():
-            if signal.endswith("_embedding"):
-                vectors = rng.standard_normal((size, EMBEDDING_DIM)).astype(np.float32)
-                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-                items = [ReservoirItem(f"{i:032x}", vector=v, model=model, added_at=started) for i, v in enumerate(vectors)]
-            else:
-                items = [ReservoirItem(f"{i:032x}", value=f"intent-{i % 8}", added_at=started) for i in range(size)]
-            store.reservoirs.add(signal, "reference", items, capacity=size, now=started)
-    finally:
-        store.close()
-    # What autovacuum has long done in a deployment past its reference period (visibility map set:
-    # the feed's count of a reference is an index-only scan, not a read of its 60 MB of vectors).
-    import psycopg
-
-    with psycopg.connect(sa_url_to_dsn(url), autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE reservoir_items")
-        conn.execute("VACUUM ANALYZE reservoirs")
-    return sizes
 
 
 def shared_score_budget(tmp: str, n_agents: int) -> str:
@@ -138,17 +103,6 @@ def shared_score_budget(tmp: str, n_agents: int) -> str:
     path = Path(tmp) / f"sampling-{n_agents}-replicas.yaml"
     path.write_text(yaml.safe_dump(config))
     return str(path)
-
-
-def sa_url_to_dsn(url: str) -> str:
-    import sqlalchemy as sa
-
-    u = sa.make_url(url)
-    return f"host={u.host} port={u.port} user={u.username} dbname={u.database}"
-
-
-EMBEDDING_DIM = 384
-"""all-MiniLM-L6-v2's (the shipped embedder)."""
 
 
 def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duration: float | None = None,
@@ -303,20 +257,6 @@ def spans_per_query() -> float:
     return PayloadFactory(TRACES_PER_REQUEST, unique_queries=True).n_spans / TRACES_PER_REQUEST
 
 
-def machine_speed() -> dict:
-    """The machine's speed at the agent's kind of work: ``benchmarks/ingest_decode.py``'s baseline
-    (protobuf parsing and attributes read into dicts, one core), in spans per CPU second. CPU per
-    query scales with it from one machine to another; the results files of other days say theirs."""
-    from ingest_decode import baseline, build_payloads
-
-    payloads = build_payloads()
-    baseline(payloads)  # warm
-    start = time.process_time()
-    spans = sum(baseline(payloads) for _ in range(5))
-    return {"bare_otlp_parse_spans_per_cpu_s": round(spans / (time.process_time() - start)),
-            "what": "benchmarks/ingest_decode.py's baseline in this run"}
-
-
 def print_phase(measured: dict) -> None:
     """One phase's figures as a JSON line while the run goes on (its hot-table samples left out)."""
     print(json.dumps({k: v for k, v in measured.items() if k != "hot_samples"}), flush=True)
@@ -350,89 +290,6 @@ def hot_table_scale(samples: list[dict], ttl: int) -> dict:
                               "kb_per_query_per_s": round(samples[i]["hot_mb"] * 2**20 / 1e3 / max(rate, 1e-9), 1)})
     return {"hot_bytes_per_live_record_after_first_drops": {"min": min(per_record), "max": max(per_record)} if per_record else None,
             "hot_peaks": peaks}
-
-
-def host_ticks() -> dict[str, int]:
-    """This VM's CPU time so far from ``/proc/stat``, in ticks: busy, stolen (by the hypervisor for
-    other guests: a noisy neighbour), and in all."""
-    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in Path("/proc/stat").read_text().split()[1:9])
-    return {"busy": user + nice + system + irq + softirq, "steal": steal,
-            "total": user + nice + system + idle + iowait + irq + softirq + steal}
-
-
-def uptime() -> str:
-    """The machine's load (other work shares its cores): ``uptime``'s line."""
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
-DEFAULT_TTL_S = 3600
-"""The shipped ``recent_ttl_s``: how long the hot tables hold each query."""
-
-
-def history_bytes_per_query(one: dict) -> float | None:
-    """Bytes the history tables (everything but the hot ones) grew per query over the run: the
-    slope of (all tables' growth - the hot tables' size) between the first and the last sample."""
-    samples = [s for s in one["hot_samples"] if s["queries"]]
-    if len(samples) < 2 or samples[-1]["queries"] <= samples[0]["queries"]:
-        return None
-    rest = [(s["data_mb"] - s["hot_mb"]) * 2**20 for s in (samples[0], samples[-1])]
-    return max(0.0, (rest[1] - rest[0]) / (samples[-1]["queries"] - samples[0]["queries"]))
-
-
-def capacity(one: dict, rate: int, paced: dict | None = None) -> dict:
-    """Cores and disk at ``rate`` queries/s from the measured cost per query (cores at 70% busy):
-    WAL written per day, history tables grown per day (kept ``history_retention_days``), and the
-    hot tables' size at the shipped ttl (flat: their partitions are dropped whole).
-
-    CPU per query from the paced one-agent phases (``paced``, their median) when there are: an
-    agent run as fast as it is answered commits several requests per transaction, one that is
-    not saturated mostly one, and a transaction's fixed cost then falls on fewer queries."""
-    import statistics
-
-    history = history_bytes_per_query(one)
-    agent_us, postgres_us = one["agent_cpu_us_per_query"], one["postgres_cpu_us_per_query"]
-    if paced:
-        agent_us = statistics.median(paced["one_agent_cpu_us_per_query"])
-        postgres_us = statistics.median(paced["one_agent_postgres_cpu_us_per_query"])
-    return {
-        "queries_per_s": rate,
-        "cpu_from": "paced one-agent phases (median)" if paced else "one agent as fast as answered",
-        "agent_cpu_us_per_query": agent_us, "postgres_cpu_us_per_query": postgres_us,
-        "agent_cores": round(agent_us * rate / 1e6 / 0.7, 1),
-        "postgres_cores": round(postgres_us * rate / 1e6 / 0.7, 1),
-        "wal_gb_per_day": round(one["wal_bytes_per_query"] * rate * 86400 / 1e9, 1),
-        "history_gb_per_day": round(history * rate * 86400 / 1e9, 1) if history is not None else None,
-        "hot_table_gb_per_hour_of_ttl": round((one["data_bytes_per_query"] or 0) * rate * 3600 / 1e9, 2),
-        "hot_tables_gb_at_default_ttl": round((one["data_bytes_per_query"] or 0) * rate * DEFAULT_TTL_S / 1e9, 1),
-    }
-
-
-RATES = (1_000, 10_000)
-
-
-def reference_fill(fill: dict, steady: dict) -> dict:
-    """The drift references' fill as a one-time cost. While a reference fills every query is
-    embedded; afterwards Algorithm R keeps query n with chance k/n until the capture period ends,
-    so over a period of N queries about k (1 + ln(N/k)) are embedded, each costing the measured
-    difference between the fill and the steady state."""
-    import math
-
-    from rag_monitor.agent.drift.profiles import load_profiles
-
-    profiles = load_profiles(ROOT / "rag_monitor" / "defaults" / "detectors" / "profiles.yaml")
-    k = max(p.reference_size for p in profiles if p.signal.endswith("_embedding"))
-    days = max(p.reference_days or 0 for p in profiles)
-    extra_us = max(0.0, fill["agent_cpu_us_per_query"] - steady["agent_cpu_us_per_query"])
-    embedded = {rate: k * (1 + math.log(max(1.0, rate * days * 86400 / k))) for rate in RATES}
-    return {
-        "agent_cpu_us_per_query_while_filling": fill["agent_cpu_us_per_query"],
-        "agent_cpu_us_per_query_steady": steady["agent_cpu_us_per_query"],
-        "extra_us_per_embedded_query": round(extra_us, 1),
-        "reference_size": k, "reference_days": days,
-        "one_time_cpu_s": [{"queries_per_s": rate, "queries_embedded": int(n), "cpu_s": round(extra_us * n / 1e6)}
-                           for rate, n in embedded.items()],
-        "phase": fill,
-    }
 
 
 def main() -> None:
