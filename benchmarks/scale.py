@@ -332,6 +332,8 @@ def main() -> None:
     if args.quick:  # one agent, steady state only: before/after a change to the request path
         args.agents, args.fill_duration, args.ratio_rounds = "1", 0.0, 0
     counts = [int(n) for n in args.agents.split(",")]
+    if args.ratio_rounds and not args.ratio_rate and 1 not in counts:  # before the long phases, not after
+        parser.error("--ratio-rounds needs a one-agent phase (--agents) or --ratio-rate")
     origin = None
     if args.target_origin:  # before PostgreSQL starts: the origin ran alone on SQLite
         with tempfile.TemporaryDirectory() as tmp:
@@ -363,10 +365,7 @@ def main() -> None:
                 baseline = run_baseline()
             paced = None
             if args.ratio_rounds:
-                rate = args.ratio_rate or (args.ratio_load * phases[1]["queries_per_s"] if 1 in phases else None)
-                if rate is None:
-                    parser.error("--ratio-rounds needs a one-agent phase (--agents) or --ratio-rate")
-                paced = paced_pairs(server, tmp, args, rate)
+                paced = paced_pairs(server, tmp, args, args.ratio_rate or args.ratio_load * phases[1]["queries_per_s"])
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
