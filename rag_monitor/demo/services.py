@@ -357,6 +357,11 @@ class AlertingStack:
         self.webhook.__exit__()
 
 
+def _lost_a_port(startup_error: str) -> bool:
+    """Whether a server's startup failed because its port was taken (gRPC's or uvicorn's words)."""
+    return "Failed to bind to address" in startup_error or "address already in use" in startup_error.lower()
+
+
 class PhoenixServer(_Process):
     """Arize Phoenix (``phoenix serve``) on loopback, its SQLite under ``root`` or the PostgreSQL
     database at ``database_url`` (``postgresql://...``; needs ``asyncpg``); about 10 s to start
@@ -376,7 +381,25 @@ class PhoenixServer(_Process):
 
         return importlib.util.find_spec("phoenix") is not None
 
+    # Phoenix binds its ports only after its migrations (seconds to minutes), so a free port
+    # picked before it starts can meanwhile become the local port of an outgoing connection:
+    # free ports come from the ephemeral range. Start again on fresh ports when that happens.
+    BIND_ATTEMPTS = 3
+
     def start(self, timeout: float = 300.0) -> PhoenixServer:
+        attempt = 1
+        while True:
+            try:
+                self._start_once(timeout)
+                return self
+            except RuntimeError as exc:
+                if attempt == self.BIND_ATTEMPTS or not _lost_a_port(str(exc)):
+                    raise
+            attempt += 1
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+
+    def _start_once(self, timeout: float) -> None:
         env = {
             **os.environ,
             "PHOENIX_WORKING_DIR": str(self.root),
@@ -390,7 +413,6 @@ class PhoenixServer(_Process):
             env["PHOENIX_SQL_DATABASE_URL"] = self.database_url
         self._spawn([sys.executable, "-m", "phoenix.server.main", "serve"], env)
         self._wait_http(f"{self.url}/healthz", timeout)
-        return self
 
     def __enter__(self) -> PhoenixServer:
         return self.start()
