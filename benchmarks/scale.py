@@ -35,8 +35,9 @@ bytes per live record, and each peak before a drop in KB per query/s of the traf
 Two agents against one, at the same work (``paced_pairs``): ``--ratio-rounds`` alternated pairs
 of short phases, one agent then two (the order flipped each round), each offered the same paced
 traffic (``--ratio-load`` of what one agent answered as fast as it could; two agents: half each;
-``--ratio-per-agent``: each agent that traffic, as an autoscaler keeps replicas), with the documented ``score_budget`` split among the replicas (``shared_score_budget``); the
-ratio is the median of the pairs'. The phases run as fast as answered give theirs beside it
+``--ratio-per-agent``: each agent that traffic, as an autoscaler keeps replicas), with the
+documented ``score_budget`` split among the replicas (``shared_score_budget``); the ratio is the
+median of the pairs'. The phases run as fast as answered give theirs beside it
 (``two_agents_cpu_ratio_saturated``): there two agents, two load generators and PostgreSQL contend
 for two cores. Every phase records the share of this VM's CPU time the hypervisor gave other
 guests (``host_steal_share``): a noisy neighbour raises CPU per query for the same work.
