@@ -32,12 +32,12 @@ the hot tables grow or only hold more traffic (two agents write about twice as m
 bytes per live record, and each peak before a drop in KB per query/s of the traffic it holds
 (``hot_table_scale``).
 
-Two agents against one, at the same work (``paced_pairs``): ``--ratio-rounds`` alternated pairs
+Two agents against one, at the same work (``scale_pairs.py``): ``--ratio-rounds`` alternated pairs
 of short phases, one agent then two (the order flipped each round), each offered the same paced
 traffic (``--ratio-load`` of what one agent answered as fast as it could; two agents: half each;
-``--ratio-per-agent``: each agent that traffic, as an autoscaler keeps replicas), with the
-documented ``score_budget`` split among the replicas (``shared_score_budget``); the ratio is the
-median of the pairs'. The phases run as fast as answered give theirs beside it
+``--ratio-per-agent``: each agent that traffic, as an autoscaler keeps replicas, and each the
+whole ``score_budget``), with the documented ``score_budget`` split among the replicas
+(``shared_score_budget``); the ratio is the median of the pairs'. The phases run as fast as answered give theirs beside it
 (``two_agents_cpu_ratio_saturated``): there two agents, two load generators and PostgreSQL contend
 for two cores. Every phase records the share of this VM's CPU time the hypervisor gave other
 guests (``host_steal_share``): a noisy neighbour raises CPU per query for the same work.
@@ -78,6 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import Agent, checkout, spawn  # noqa: E402
 from scale_capacity import RATES, capacity, reference_fill  # noqa: E402
 from scale_machine import host_ticks, machine_speed, uptime  # noqa: E402
+from scale_pairs import paced_pairs  # noqa: E402
 from scale_postgres import Postgres  # noqa: E402
 from scale_references import prefill_references  # noqa: E402
 import target_origin  # noqa: E402
@@ -107,10 +108,12 @@ def shared_score_budget(tmp: str, n_agents: int) -> str:
 
 
 def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duration: float | None = None,
-          source: Path = ROOT, queries_per_s: float | None = None, name: str = "") -> dict:
+          source: Path = ROOT, queries_per_s: float | None = None, name: str = "", share_score_budget: bool = True) -> dict:
     """``source``: the checkout the agents run (``--baseline``: another commit's worktree);
     ``queries_per_s``: the load paced to this rate in all, split evenly between the agents (else as
-    fast as they answer); ``name``: set apart from other phases of as many agents."""
+    fast as they answer); ``name``: set apart from other phases of as many agents;
+    ``share_score_budget``: several agents divide ``score_budget`` (``shared_score_budget``), else
+    each has all of it, as when every replica sees one replica's traffic."""
     duration = args.duration if duration is None else duration
     of_baseline = "" if source == ROOT else "base"
     database = f"scale{n_agents}{'' if steady else 'fill'}{of_baseline}{name}"
@@ -121,7 +124,7 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
                 "RAG_MONITOR_PRUNE_INTERVAL_S": "10"}
     if not args.no_drift:
         settings["RAG_MONITOR_DETECTOR_PROFILES"] = "default"
-    if n_agents > 1:
+    if n_agents > 1 and share_score_budget:
         settings["RAG_MONITOR_SAMPLING_CONFIG"] = shared_score_budget(tmp, n_agents)
     agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}{of_baseline}{name}"), settings, source) for i in range(n_agents)]
     pg = Postgres(server, database)
@@ -212,51 +215,6 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         for a in agents:
             a.stop()
         pg.conn.close()
-
-
-PAIR_KEYS = ("agents", "offered_queries_per_s", "window_s", "queries", "queries_per_s", "agent_cpu_s",
-             "agent_cpu_us_per_query", "postgres_cpu_us_per_query", "transactions_per_query", "hammer_status",
-             "load_generator_cpu_s", "loadavg_1m_end", "host_busy_share", "host_steal_share")
-
-
-def paced_pairs(server, tmp: str, args, queries_per_s: float) -> dict:
-    """Two agents' CPU per query over one agent's at the same offered traffic, below saturation.
-
-    Run as fast as they are answered, two agents, two load generators and PostgreSQL contend for
-    this machine's two cores (load averages of 4 to 5): what that costs per query is the machine's,
-    not a second replica's, and it moved the saturated ratio between 0.94 and 1.21 from run to run.
-    Here every phase is offered ``queries_per_s`` in all (two agents: half each), in
-    ``args.ratio_rounds`` alternated pairs, the order flipped each round so that a machine that
-    drifts during the run favours neither; the ratio is the median of the pairs'.
-
-    ``args.ratio_per_agent``: every agent is offered ``queries_per_s`` (two agents: twice the
-    traffic in all), as an autoscaler that holds each replica's utilisation keeps them. At the same
-    traffic in all, one agent near its limit commits several requests per transaction and two
-    half-loaded agents do not: that ratio moves with the load (0.948 at 550 queries/s, 1.221 at 846
-    on one day), this one compares replicas that batch alike."""
-    import statistics
-
-    pairs = []
-    for r in range(args.ratio_rounds):
-        measured = {}
-        for n in ((1, 2) if r % 2 == 0 else (2, 1)):
-            offered = queries_per_s * (n if args.ratio_per_agent else 1)
-            full = phase(n, server, tmp, args, duration=args.ratio_duration, queries_per_s=offered, name=f"pair{r}")
-            measured[n] = {k: full[k] for k in PAIR_KEYS}
-            print_phase(measured[n])
-        pairs.append({"order": list(measured), "one_agent": measured[1], "two_agents": measured[2],
-                      "ratio": round(measured[2]["agent_cpu_us_per_query"] / measured[1]["agent_cpu_us_per_query"], 3)})
-    return {
-        "offered_queries_per_s": round(queries_per_s), "offered_to": "each agent" if args.ratio_per_agent else "the agents in all",
-        "rounds": args.ratio_rounds, "duration_s": args.ratio_duration,
-        "paired_ratios": [p["ratio"] for p in pairs],
-        "two_agents_cpu_ratio": round(statistics.median(p["ratio"] for p in pairs), 3),
-        "one_agent_cpu_us_per_query": [p["one_agent"]["agent_cpu_us_per_query"] for p in pairs],
-        "two_agents_cpu_us_per_query": [p["two_agents"]["agent_cpu_us_per_query"] for p in pairs],
-        "one_agent_postgres_cpu_us_per_query": [p["one_agent"]["postgres_cpu_us_per_query"] for p in pairs],
-        "two_agents_postgres_cpu_us_per_query": [p["two_agents"]["postgres_cpu_us_per_query"] for p in pairs],
-        "pairs": pairs,
-    }
 
 
 def spans_per_query() -> float:
@@ -379,7 +337,13 @@ def main() -> None:
             paced = None
             if args.ratio_rounds:
                 load = args.ratio_load or (0.3 if args.ratio_per_agent else 0.6)
-                paced = paced_pairs(server, tmp, args, args.ratio_rate or load * phases[1]["queries_per_s"])
+
+                def paired_phase(n: int, **pacing: object) -> dict:
+                    measured = phase(n, server, tmp, args, duration=args.ratio_duration, **pacing)
+                    print_phase(measured)
+                    return measured
+
+                paced = paced_pairs(paired_phase, args, args.ratio_rate or load * phases[1]["queries_per_s"])
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
