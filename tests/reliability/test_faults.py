@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import http.server
+import inspect
 import os
 import signal
 import socket
@@ -24,6 +25,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 import rag_monitor
 from rag_monitor import semconv
 from rag_monitor.agent.drift.runs import fire_interval_s, run_lease_s, run_profile, slot_of
+from rag_monitor.agent.scoring import ScoringLoop
 from rag_monitor.detectors.profiles import DriftProfile
 from rag_monitor.store import open_store
 from tests.services import PostgresServer, free_port, traversable_tmpdir, wait_until
@@ -125,8 +127,12 @@ class _PhoenixHandler(http.server.BaseHTTPRequestHandler):
 
 def test_kill_9_while_ingesting_and_scoring_loses_nothing_acknowledged_and_doubles_nothing(start_agent_process, tmp_path):
     db = tmp_path / "store.db"
-    settings = dict(store_url=f"sqlite:///{db}", sampling_config=sampling_all(tmp_path), score_interval_s=0.2,
+    # The scorer takes at most one batch a tick, so a backlog larger than a batch outlives the next
+    # tick: the kill lands mid-scoring unless the check and the kill are a second apart. (With
+    # ticks 0.2 s apart and any backlog, it emptied between the two on a loaded machine.)
+    settings = dict(store_url=f"sqlite:///{db}", sampling_config=sampling_all(tmp_path), score_interval_s=1.0,
                     detector_profiles="")
+    one_batch = inspect.signature(ScoringLoop).parameters["batch"].default
     first = start_agent_process(**settings)
     store = open_store(f"sqlite:///{db}")
     acked: list[int] = []
@@ -147,8 +153,9 @@ def test_kill_9_while_ingesting_and_scoring_loses_nothing_acknowledged_and_doubl
     sender = threading.Thread(target=send, daemon=True)
     sender.start()
     try:
-        # Kill while ingest is streaming and the scorer is between batches: some scored, some not.
-        wait_until(lambda: store.scores.backlog() < len(store_ids(db)) and len(acked) >= 100, timeout=30,
+        # Kill while ingest is streaming and the scorer is between batches: some scored, and more
+        # unscored than its next tick can take.
+        wait_until(lambda: scored_ids(db) and store.scores.backlog() > one_batch and len(acked) >= 100, timeout=60,
                    what="the scorer to have scored part of the stream")
         os.kill(first.proc.pid, signal.SIGKILL)
         first.proc.wait(10)
@@ -169,7 +176,8 @@ def test_kill_9_while_ingesting_and_scoring_loses_nothing_acknowledged_and_doubl
     unanswered = sorted(set(attempted) - set(acked))
     for i in unanswered + acked[-5:]:
         assert post(second.otlp_url, query_request(i))[0] == 200
-    wait_until(lambda: store.scores.backlog() == 0, timeout=30, what="the backlog scored after restart")
+    # After the dead holder's scoring lease (5 s) runs out, a batch a tick.
+    wait_until(lambda: store.scores.backlog() == 0, timeout=120, what="the backlog scored after restart")
 
     expected = {trace_id_of(i) for i in attempted}
     with sqlite3.connect(db) as conn:
