@@ -37,9 +37,9 @@ of short phases, one agent then two (the order flipped each round), each offered
 traffic (``--ratio-load`` of what one agent answered as fast as it could; two agents: half each;
 ``--ratio-per-agent``: each agent that traffic, as an autoscaler keeps replicas, and each the
 whole ``score_budget``), with the documented ``score_budget`` split among the replicas
-(``shared_score_budget``); the ratio is the median of the pairs'. The phases run as fast as answered give theirs beside it
-(``two_agents_cpu_ratio_saturated``): there two agents, two load generators and PostgreSQL contend
-for two cores. Every phase records the share of this VM's CPU time the hypervisor gave other
+(``shared_score_budget``); the ratio is the median of the pairs'. The phases run as fast as
+answered give theirs beside it (``two_agents_cpu_ratio_saturated``): there two agents, two load
+generators and PostgreSQL contend for two cores. Every phase records the share of this VM's CPU time the hypervisor gave other
 guests (``host_steal_share``): a noisy neighbour raises CPU per query for the same work.
 
 Then a capacity model: cores for agents and for PostgreSQL (from the paced one-agent phases: an
