@@ -1,7 +1,8 @@
 """Production-rate cost per query: one and two agent processes on one PostgreSQL.
 
 Each phase starts N ``rag-monitor agent`` processes on one PostgreSQL cluster on loopback, and per
-agent a load.py ``--hammer`` (keep-alive POSTers of SDK-encoded 20-query bodies, fresh trace ids
+agent a load.py ``--hammer`` (keep-alive POSTers of SDK-encoded bodies of ``--queries-per-request``
+queries, 20 by default, 80 for an SDK's 512-span batches; fresh trace ids
 per accepted request, a fresh question text per query while the documents repeat as popular chunks
 do) for ``--duration`` seconds, at production settings: the shipped redaction rules, the shipped
 sampling (1% base rate, complaints, score_rate 10% within its budget), the shipped drift profiles
@@ -56,7 +57,8 @@ agent of commit REV just before this checkout's, on the same store, load generat
 the ratio between them (``baseline.agent_cpu_ratio``) is what compares a change across days.
 The machine drifts within a run too (an A/A pair here: 0.93x): pair runs with ``--baseline-last``.
 ``--target-origin`` first runs the benchmark the agent's target was set against, as it was
-(``target_origin.py``): ``target_origin`` gives the target at this run's speed.
+(``target_origin.py``): ``target_origin`` gives the target at this run's speed, and this run's
+CPU per query at the origin's speed, as fast as answered and paced.
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ from scale_references import prefill_references  # noqa: E402
 import target_origin  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
-TRACES_PER_REQUEST = 20
+QUERIES_PER_REQUEST = 20
+"""The default body: 20 queries (about 130 spans), an exporter posting without a batch in front."""
 SAMPLE_EVERY_S = 5.0
 TARGETS = {"agent_cpu_us_per_query": 450, "postgres_cpu_us_per_query": 150, "data_bytes_per_query": 2048,
            "two_agents_cpu_ratio": 1.05}
@@ -128,9 +131,10 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         settings["RAG_MONITOR_SAMPLING_CONFIG"] = shared_score_budget(tmp, n_agents)
     agents = [Agent(os.path.join(tmp, f"p{n_agents}-agent{i}{of_baseline}{name}"), settings, source) for i in range(n_agents)]
     pg = Postgres(server, database)
-    pace = ["--requests-per-s", str(queries_per_s / n_agents / TRACES_PER_REQUEST)] if queries_per_s else []
+    per_request = args.queries_per_request
+    pace = ["--requests-per-s", str(queries_per_s / n_agents / per_request)] if queries_per_s else []
     try:
-        hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(duration), str(TRACES_PER_REQUEST),
+        hammers = [spawn(["--hammer", str(a.otlp_port), str(args.threads), str(duration), str(per_request),
                           "--unique-queries", *pace])
                    for a in agents]
         queries0 = sum(a.metrics().get("queries", 0) for a in agents)
@@ -217,11 +221,11 @@ def phase(n_agents: int, server, tmp: str, args, *, steady: bool = True, duratio
         pg.conn.close()
 
 
-def spans_per_query() -> float:
+def spans_per_query(queries_per_request: int) -> float:
     """Spans in each query of the load generator's bodies."""
     from load import PayloadFactory
 
-    return PayloadFactory(TRACES_PER_REQUEST, unique_queries=True).n_spans / TRACES_PER_REQUEST
+    return PayloadFactory(queries_per_request, unique_queries=True).n_spans / queries_per_request
 
 
 def print_phase(measured: dict) -> None:
@@ -266,6 +270,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=300.0)
     parser.add_argument("--ttl", type=int, default=60, help="recent_ttl_s: slots of max(60, ttl/6) s expire within the run")
     parser.add_argument("--threads", type=int, default=8, help="concurrent POSTers per agent")
+    parser.add_argument("--queries-per-request", type=int, default=QUERIES_PER_REQUEST,
+                        help="queries in each OTLP body (80: about the 512 spans the bridge's batch processor sends)")
     parser.add_argument("--no-drift", action="store_true", help="leave the drift profiles out")
     parser.add_argument("--recapacity", action="store_true", help="recompute the capacity model of the existing results file")
     parser.add_argument("--agents", default="1,2", help="the phases: agent processes on one PostgreSQL")
@@ -355,7 +361,7 @@ def main() -> None:
         "machine": machine_speed(),
         "uptime_start": start_load,
         "settings": {"duration_s": args.duration, "recent_ttl_s": args.ttl, "drift_profiles": not args.no_drift,
-                     "sampling": "shipped (base 1%, complaints, score_rate 10%; score_budget 50 pairs/s divided among the agents, as documented)", "queries_per_request": TRACES_PER_REQUEST,
+                     "sampling": "shipped (base 1%, complaints, score_rate 10%; score_budget 50 pairs/s divided among the agents, as documented)", "queries_per_request": args.queries_per_request,
                      "query_texts": "unique per query (documents repeat)",
                      "measured_in": "steady state: the drift references full and their capture period over "
                                     "(pre-filled, not measured); the fill is reported apart (reference_fill)"},
@@ -370,7 +376,7 @@ def main() -> None:
         "reference_fill": reference_fill(fill, one) if fill and one else None,
         "baseline": baseline_comparison(baseline, one) if baseline and one else None,
         "target_origin": (target_origin.against(origin, one["agent_cpu_us_per_query"], TARGETS["agent_cpu_us_per_query"],
-                                                spans_per_query())
+                                                spans_per_query(args.queries_per_request), capacity(one, RATES[0], paced) if paced else None)
                           if origin and one else None),
         "capacity": [capacity(one, rate, paced) for rate in RATES] if one else None,
         "note": "CPU per query, not throughput, is what scales on this 2-core machine shared with the load "

@@ -46,19 +46,29 @@ def measure(tmp: str) -> dict:
             "origin_cpu_us_per_span": min(phases), "machine_factor": round(min(phases) / ORIGIN_US_PER_SPAN, 3)}
 
 
-def against(origin: dict, agent_cpu_us_per_query: float, target_us_per_query: float, spans_per_query: float) -> dict:
+def against(origin: dict, agent_cpu_us_per_query: float, target_us_per_query: float, spans_per_query: float,
+            paced: dict | None = None) -> dict:
     """The target at this run's speed, this run's agent at the origin's, and per span against the
-    origin measured today (the target's own terms: per span, against the round-2 agent's)."""
+    origin measured today (the target's own terms: per span, against the round-2 agent's).
+
+    ``paced``: ``capacity``'s CPU per query below saturation (the paced one-agent phases' median,
+    agent and PostgreSQL), also at the origin's speed: the origin ran as fast as answered, a
+    deployment runs below saturation, and the target is judged on both."""
     factor = origin["machine_factor"]
     per_span = agent_cpu_us_per_query / spans_per_query
-    return {**origin,
-            "agent_target_us_per_query_at_this_speed": round(target_us_per_query * factor, 1),
-            "agent_cpu_us_per_query_at_origin_speed": round(agent_cpu_us_per_query / factor, 1),
-            "agent_cpu_us_per_span": round(per_span, 1),
-            "agent_per_span_over_origin": round(per_span / origin["origin_cpu_us_per_span"], 3),
-            "target_per_span_over_origin": round(target_us_per_query / spans_per_query / ORIGIN_US_PER_SPAN, 3),
-            "meets_target": agent_cpu_us_per_query <= target_us_per_query * factor}
-
+    out = {**origin,
+           "agent_target_us_per_query_at_this_speed": round(target_us_per_query * factor, 1),
+           "agent_cpu_us_per_query_at_origin_speed": round(agent_cpu_us_per_query / factor, 1),
+           "agent_cpu_us_per_span": round(per_span, 1),
+           "agent_per_span_over_origin": round(per_span / origin["origin_cpu_us_per_span"], 3),
+           "target_per_span_over_origin": round(target_us_per_query / spans_per_query / ORIGIN_US_PER_SPAN, 3),
+           "meets_target": agent_cpu_us_per_query <= target_us_per_query * factor}
+    if paced:
+        out.update({
+            "paced_agent_cpu_us_per_query_at_origin_speed": round(paced["agent_cpu_us_per_query"] / factor, 1),
+            "paced_postgres_cpu_us_per_query_at_origin_speed": round(paced["postgres_cpu_us_per_query"] / factor, 1),
+            "paced_meets_target": paced["agent_cpu_us_per_query"] <= target_us_per_query * factor})
+    return out
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as directory:
