@@ -87,7 +87,7 @@ import target_origin  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "scale.json"
 QUERIES_PER_REQUEST = 20
-"""The default body: 20 queries (about 130 spans), an exporter posting without a batch in front."""
+"""The default body: 20 queries (140 spans), an exporter posting without a batch in front."""
 SAMPLE_EVERY_S = 5.0
 TARGETS = {"agent_cpu_us_per_query": 450, "postgres_cpu_us_per_query": 150, "data_bytes_per_query": 2048,
            "two_agents_cpu_ratio": 1.05}

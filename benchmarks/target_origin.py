@@ -70,6 +70,7 @@ def against(origin: dict, agent_cpu_us_per_query: float, target_us_per_query: fl
             "paced_meets_target": paced["agent_cpu_us_per_query"] <= target_us_per_query * factor})
     return out
 
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as directory:
         print(json.dumps(measure(directory), indent=2))
