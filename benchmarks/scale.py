@@ -354,6 +354,7 @@ def main() -> None:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
     one, two = phases.get(1), phases.get(2)
+    table = [capacity(one, rate, paced) for rate in RATES] if one else None
     result = {
         "script": "benchmarks/scale.py",
         "command": "python " + " ".join(["benchmarks/scale.py", *sys.argv[1:]]),
@@ -376,9 +377,9 @@ def main() -> None:
         "reference_fill": reference_fill(fill, one) if fill and one else None,
         "baseline": baseline_comparison(baseline, one) if baseline and one else None,
         "target_origin": (target_origin.against(origin, one["agent_cpu_us_per_query"], TARGETS["agent_cpu_us_per_query"],
-                                                spans_per_query(args.queries_per_request), capacity(one, RATES[0], paced) if paced else None)
+                                                spans_per_query(args.queries_per_request), table[0] if paced else None)
                           if origin and one else None),
-        "capacity": [capacity(one, rate, paced) for rate in RATES] if one else None,
+        "capacity": table,
         "note": "CPU per query, not throughput, is what scales on this 2-core machine shared with the load "
                 "generators (and, when measured, other work: see uptime_start and each phase's uptime_end). "
                 "The capacity table uses the steady state: what a team runs for months; the reference fill is a "
